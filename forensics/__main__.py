@@ -1,0 +1,3 @@
+from forensics.cli import app
+
+app(prog_name="forensics")

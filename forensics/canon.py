@@ -1,0 +1,106 @@
+"""Canonical metric names: the many spellings of one metric mapped onto one vocabulary.
+
+The table is data (`forensics/data/aliases.yaml`, extensible with a user file) so that a
+user with an exotic logger fixes a mapping without touching code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from forensics.errors import InputError
+
+_SEP = re.compile(r"[\s\-]+")
+
+
+def normalise(raw: str) -> str:
+    """Lower-case, trim, and collapse spaces/dashes to '_' so spellings compare equal."""
+    return _SEP.sub("_", raw.strip().lower())
+
+
+@dataclass
+class AliasTable:
+    """Maps raw metric names onto canonical ones; keeps a cache because logs repeat names."""
+
+    exact: dict[str, str] = field(default_factory=dict)
+    patterns: list[tuple[re.Pattern[str], str]] = field(default_factory=list)
+    descriptions: dict[str, str] = field(default_factory=dict)
+    _cache: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def canonical(self, raw: str) -> str:
+        hit = self._cache.get(raw)
+        if hit is not None:
+            return hit
+        norm = normalise(raw)
+        name = self.exact.get(norm)
+        if name is None:
+            for pat, canon in self.patterns:
+                m = pat.fullmatch(norm)
+                if m:
+                    layer = m.groupdict().get("layer")
+                    name = f"{canon}/{int(layer)}" if layer is not None else canon
+                    break
+        if name is None:
+            name = norm
+        self._cache[raw] = name
+        return name
+
+    def names(self) -> list[str]:
+        """The scalar canonical names, in table order (the columns of `metrics_wide`)."""
+        return list(self.descriptions)
+
+    def extend(self, data: dict[str, Any], source: str) -> None:
+        """Add a table of the same shape; its entries win over earlier ones."""
+        canon = data.get("canonical")
+        if not isinstance(canon, dict):
+            raise InputError(source, "no 'canonical' mapping", field="canonical")
+        exact: dict[str, str] = {}
+        pats: list[tuple[re.Pattern[str], str]] = []
+        for name, spec in canon.items():
+            if not isinstance(spec, dict):
+                raise InputError(source, "must be a mapping", field=f"canonical.{name}")
+            for alias in spec.get("aliases", []) or []:
+                exact[normalise(str(alias))] = name
+            for pat in spec.get("patterns", []) or []:
+                try:
+                    pats.append((re.compile(pat), name))
+                except re.error as exc:
+                    raise InputError(
+                        source, f"bad regular expression: {exc}", field=f"canonical.{name}"
+                    ) from exc
+            self.descriptions.setdefault(name, str(spec.get("description", "")))
+            exact.setdefault(normalise(name), name)
+        self.exact = {**self.exact, **exact}
+        self.patterns = pats + self.patterns
+        self._cache.clear()
+
+
+def _load_yaml(path: Path | str, text: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(path, f"not valid YAML: {exc}".splitlines()[0]) from exc
+    if not isinstance(data, dict):
+        raise InputError(path, "expected a mapping at top level")
+    return data
+
+
+@lru_cache(maxsize=8)
+def alias_table(user_file: str | None = None) -> AliasTable:
+    """The shipped table, extended by a user's file when one is given."""
+    table = AliasTable()
+    text = resources.files("forensics").joinpath("data/aliases.yaml").read_text()
+    table.extend(_load_yaml("forensics/data/aliases.yaml", text), "forensics/data/aliases.yaml")
+    if user_file:
+        path = Path(user_file)
+        if not path.is_file():
+            raise InputError(path, "alias file not found")
+        table.extend(_load_yaml(path, path.read_text()), str(path))
+    return table

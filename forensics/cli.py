@@ -1,0 +1,85 @@
+"""The `forensics` command line: parses arguments and calls one library function per command.
+
+Commands live in `forensics/commands/` (one module per stage). Every command is wrapped so
+that a ForensicsError becomes one line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from forensics import __version__
+from forensics.errors import ForensicsError
+
+err_console = Console(stderr=True, soft_wrap=True)
+out_console = Console(soft_wrap=True)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/bold red] {message}", highlight=False, markup=True)
+    return typer.Exit(code)
+
+
+class App(typer.Typer):
+    """A Typer whose commands report ForensicsError as one line."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        register = super().command(*args, **kwargs)
+
+        def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(func)
+            def guarded(*a: Any, **k: Any) -> Any:
+                try:
+                    return func(*a, **k)
+                except ForensicsError as exc:
+                    from rich.markup import escape
+
+                    raise fail(escape(str(exc)), exc.exit_code) from None
+
+            register(guarded)
+            return func
+
+        return wrap
+
+
+app = App(
+    name="forensics",
+    help="Post-hoc forensics for finished LLM training runs: ingest logs into DuckDB, find and "
+    "classify loss spikes, replay the offending batches, write post-mortems.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out_console.print(f"forensics {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Post-hoc forensics for finished LLM training runs."""
+
+
+def _load_commands() -> None:
+    import forensics.commands as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"{pkg.__name__}.{mod.name}")
+
+
+_load_commands()

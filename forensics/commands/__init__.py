@@ -1,0 +1,1 @@
+"""One module per stage; importing each registers its commands on `forensics.cli.app`."""

@@ -1,0 +1,73 @@
+"""`forensics ingest` and `forensics runs`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from forensics.cli import App, app, err_console, out_console
+from forensics.ingest import ingest as run_ingest
+from forensics.ingest.base import readers
+from forensics.store import open_store
+
+DB_OPTION = typer.Option(..., "--db", help="DuckDB file of the analysis (created if missing).")
+
+
+@app.command()
+def ingest(
+    paths: list[Path] = typer.Argument(..., help="Log files or run folders.", show_default=False),
+    db: Path = DB_OPTION,
+    run: str | None = typer.Option(None, "--run", help="Run name (default: from the path)."),
+    fmt: str | None = typer.Option(None, "--format", help="Force a reader (see `forensics formats`)."),
+    aliases: Path | None = typer.Option(None, "--aliases", help="Extra metric-alias YAML file."),
+) -> None:
+    """Load training logs, configs, checkpoints and batch manifests into a DuckDB store.
+
+    Example: forensics ingest sample_logs/rare_tokens --db runs.duckdb
+    """
+    with open_store(db) as store, err_console.status("ingesting") as status:
+        summaries = run_ingest(
+            store, paths, run=run, fmt=fmt, aliases=str(aliases) if aliases else None,
+            progress=lambda msg: status.update(msg),
+        )
+    table = Table("run", "source", "kind", "format", "rows", "warnings", title=f"ingested into {db}")
+    for s in summaries:
+        for src in s.sources:
+            table.add_row(s.run, Path(src.path).name, src.kind, src.format, str(src.rows),
+                          "; ".join(src.warnings)[:120])
+    out_console.print(table)
+    for s in summaries:
+        for src in s.sources:
+            for w in src.warnings:
+                err_console.print(f"[yellow]warning:[/yellow] {src.path}: {w}", highlight=False)
+
+
+@app.command()
+def runs(db: Path = typer.Option(..., "--db", help="DuckDB file of the analysis.")) -> None:
+    """List the runs stored in a database, with their format and metric counts.
+
+    Example: forensics runs --db runs.duckdb
+    """
+    with open_store(db, read_only=True) as store:
+        frame = store.run_overview()
+    table = Table("run", "format", "metric rows", "steps")
+    for name, fmt, rows, lo, hi in frame.iter_rows():
+        table.add_row(name, fmt or "", str(rows), f"{lo}–{hi}" if lo is not None else "")
+    out_console.print(table)
+
+
+@app.command()
+def formats() -> None:
+    """List the log formats that ingest recognises (names for --format).
+
+    Example: forensics formats
+    """
+    table = Table("format", "description")
+    for r in readers():
+        table.add_row(r.name, r.description)
+    out_console.print(table)
+
+
+__all__ = ["App", "ingest", "runs", "formats"]

@@ -1,0 +1,241 @@
+"""Ingest: find a run's sources under the given paths, read each, store them atomically.
+
+One transaction per run: a malformed file aborts the whole run's ingest and leaves the
+database as it was (the error names the file). Re-ingesting a source first removes what
+that source stored before, which makes ingest idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from forensics.canon import alias_table
+from forensics.errors import InputError
+from forensics.ingest import batches, checkpoints, config
+from forensics.ingest.base import ReadResult, Reader, detect_format, get_reader, sniff_format
+from forensics.store import Store
+
+# File names too generic to name a run: the run takes its folder's name instead.
+_GENERIC_STEMS = {"metrics", "log", "main", "train", "trainer_state", "events", "history", "stdout"}
+_SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", "plots", "figures"}
+_MAX_DEPTH = 4
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class SourceSummary:
+    path: str
+    kind: str  # metrics | config | checkpoint | manifest | token_shard | token_counts
+    format: str
+    rows: int
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunSummary:
+    run: str
+    sources: list[SourceSummary] = field(default_factory=list)
+
+    @property
+    def metric_rows(self) -> int:
+        return sum(s.rows for s in self.sources if s.kind == "metrics")
+
+
+def run_name_for(path: Path) -> str:
+    path = path.resolve()
+    if path.is_dir():
+        return path.name
+    stem = path.name.split(".")[0] if path.name.startswith("events.out") else path.stem
+    return path.parent.name if stem.lower() in _GENERIC_STEMS or path.name.startswith("events.out") else stem
+
+
+def _walk(root: Path, depth: int = 0) -> Iterable[Path]:
+    for child in sorted(root.iterdir()):
+        if child.name.startswith(".") or child.name in _SKIP_DIRS:
+            continue
+        if child.is_dir():
+            if checkpoints.is_checkpoint(child) or sniff_format(child) is not None:
+                yield child  # a safetensors folder or an MLflow tree is one source
+            elif depth < _MAX_DEPTH:
+                yield from _walk(child, depth + 1)
+        else:
+            yield child
+
+
+def classify(path: Path, forced: Reader | None = None) -> tuple[str, Reader | None]:
+    """What a file is to the store; metrics readers are found by sniffing its head."""
+    if forced is not None:
+        return "metrics", forced
+    if config.is_config_file(path):
+        return "config", None
+    if checkpoints.is_checkpoint(path):
+        return "checkpoint", None
+    if batches.is_manifest(path):
+        return "manifest", None
+    if batches.is_token_counts(path):
+        return "token_counts", None
+    if batches.is_token_shard(path):
+        return "token_shard", None
+    reader = sniff_format(path)
+    return ("metrics", reader) if reader else ("unknown", None)
+
+
+def _canonicalise(result: ReadResult, run_id: str, source: str, aliases: str | None) -> pl.DataFrame:
+    table = alias_table(aliases)
+    df = result.metrics
+    raw = df["raw_name"].unique().to_list()
+    mapping = {r: table.canonical(r) for r in raw}
+    df = df.with_columns(
+        pl.col("raw_name").replace_strict(mapping, return_dtype=pl.Utf8).alias("metric"),
+        pl.lit(run_id).alias("run_id"),
+        pl.lit(source).alias("source"),
+    )
+    return _drop_repeated_steps(df, result)
+
+
+def _drop_repeated_steps(df: pl.DataFrame, result: ReadResult) -> pl.DataFrame:
+    """A resumed run logs some steps twice: keep the last value, say so as a warning/event."""
+    backwards = df.select(
+        (pl.col("step").diff().over("raw_name") <= 0).fill_null(False).any()
+    ).item()
+    if not backwards:
+        return df
+    before = df.height
+    df = df.unique(subset=["step", "raw_name"], keep="last", maintain_order=True).sort("step")
+    result.warnings.append(
+        f"{before - df.height} repeated (step, metric) rows from a restart or resume: "
+        "kept the last value of each"
+    )
+    return df
+
+
+def _store_metrics(store: Store, run_id: str, path: Path, reader: Reader, aliases: str | None) -> SourceSummary:
+    source = str(path)
+    result = reader.read(path)
+    frame = _canonicalise(result, run_id, source, aliases)
+    store.clear_source(run_id, source)
+    rows = store.insert_frame("metrics", frame.select(
+        ["run_id", "step", "metric", "value", "wall_time", "raw_name", "source"]
+    ))
+    if result.events.height:
+        store.insert_frame("events", result.events.with_columns(
+            pl.lit(run_id).alias("run_id"), pl.lit(source).alias("source")
+        ))
+    if result.config:
+        store.upsert_run(run_id, source, reader.name, result.config)
+    store.record_source(run_id, source, "metrics", reader.name, rows, result.warnings)
+    return SourceSummary(source, "metrics", reader.name, rows, result.warnings)
+
+
+def _store_other(store: Store, run_id: str, path: Path, kind: str) -> SourceSummary:
+    source = str(path)
+    store.clear_source(run_id, source)
+    rows, fmt, warnings = 0, kind, []
+    if kind == "config":
+        cfg = config.load_config(path)
+        store.upsert_run(run_id, source, "config", cfg)
+        rows, fmt = len(cfg), path.suffix.lstrip(".") or "args"
+    elif kind == "checkpoint":
+        idx = checkpoints.index_checkpoint(path)
+        row = {**idx.row, "run_id": run_id, "path": source, "source": source}
+        row["model_config"] = json.dumps(row.get("model_config"), default=str)
+        store.insert_frame("checkpoints", pl.DataFrame([row]))
+        stats = idx.stats.with_columns(pl.lit(run_id).alias("run_id"), pl.lit(source).alias("source"))
+        store.insert_frame("checkpoint_stats", stats)
+        rows, fmt, warnings = stats.height, idx.row["format"], idx.warnings
+    elif kind == "manifest":
+        frame = batches.read_manifest(path)
+        frame = frame.with_columns(pl.lit(run_id).alias("run_id"), pl.lit(source).alias("manifest"))
+        rows, fmt = store.insert_frame("batches", frame), path.suffix.lstrip(".")
+    elif kind == "token_shard":
+        info = batches.index_token_shard(path)
+        store.insert_frame("token_shards", pl.DataFrame([{**info, "run_id": run_id, "path": source, "source": source}]))
+        rows, fmt = 1, str(info.get("dtype"))
+    elif kind == "token_counts":
+        counts = batches.read_token_counts(path)
+        counts = counts.with_columns(pl.lit(run_id).alias("run_id"), pl.lit(source).alias("source"))
+        rows, fmt = store.insert_frame("token_counts", counts), path.suffix.lstrip(".")
+    store.record_source(run_id, source, kind, fmt, rows, warnings)
+    return SourceSummary(source, kind, fmt, rows, warnings)
+
+
+def ingest(
+    store: Store,
+    paths: list[Path],
+    *,
+    run: str | None = None,
+    fmt: str | None = None,
+    aliases: str | None = None,
+    progress: Progress | None = None,
+) -> list[RunSummary]:
+    """Ingest each path as a run (all of them as one run when `run` is given)."""
+    forced = get_reader(fmt) if fmt else None
+    groups: dict[str, list[Path]] = {}
+    for p in paths:
+        if not p.exists():
+            raise InputError(p, "no such file or folder")
+        groups.setdefault(run or run_name_for(p), []).append(p)
+    return [_ingest_run(store, name, ps, forced, aliases, progress) for name, ps in groups.items()]
+
+
+def _sources(paths: list[Path], forced: Reader | None) -> list[tuple[Path, str, Reader | None]]:
+    found: list[tuple[Path, str, Reader | None]] = []
+    for p in paths:
+        if p.is_file() or (p.is_dir() and (checkpoints.is_checkpoint(p) or sniff_format(p))):
+            kind, reader = classify(p, forced)
+            if kind == "unknown":
+                detect_format(p)  # raises UnknownFormatError listing what was tried
+            found.append((p, kind, reader))
+            continue
+        for f in _walk(p):
+            kind, reader = classify(f, None)
+            if kind != "unknown":
+                found.append((f, kind, reader))
+    if not any(k == "metrics" for _, k, _ in found):
+        raise InputError(paths[0], "no metric log found", expected="a training log in a known format")
+    # Configs first so that later sources can merge into the run's config.
+    order = {"config": 0, "metrics": 1}
+    return sorted(found, key=lambda t: order.get(t[1], 2))
+
+
+def _ingest_run(
+    store: Store,
+    name: str,
+    paths: list[Path],
+    forced: Reader | None,
+    aliases: str | None,
+    progress: Progress | None,
+) -> RunSummary:
+    summary = RunSummary(name)
+    found = _sources(paths, forced)
+    first_metrics = next((r for _, k, r in found if k == "metrics"), None)
+    with store.transaction():
+        store.upsert_run(name, str(paths[0].resolve()), first_metrics.name if first_metrics else "", {})
+        for path, kind, reader in found:
+            if progress:
+                progress(f"{name}: {path.name} ({kind})")
+            if kind == "metrics":
+                assert reader is not None
+                summary.sources.append(_store_metrics(store, name, path, reader, aliases))
+            else:
+                summary.sources.append(_store_other(store, name, path, kind))
+        store.con.execute(
+            "UPDATE runs SET format = ? WHERE run_id = ?",
+            [first_metrics.name if first_metrics else "", name],
+        )
+    return summary
+
+
+def run_config_value(cfg: dict[str, Any], *keys: str) -> Any:
+    """First present key of a flattened config (helpers for later stages)."""
+    for k in keys:
+        if k in cfg and cfg[k] is not None:
+            return cfg[k]
+    return None

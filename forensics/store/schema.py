@@ -1,0 +1,195 @@
+"""DDL of the run store. docs/schema.md documents every table; keep the two in step.
+
+Each stage owns its tables (ingest: runs..token_counts; detect: incidents, findings,
+near_misses; replay: replays) but all DDL lives here so the schema has one home.
+Columns are only ever added, never renamed, so older databases stay readable.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+INGEST_DDL = [
+    """CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY,
+        name VARCHAR NOT NULL,
+        source_path VARCHAR,
+        format VARCHAR,
+        config JSON,
+        ingested_at TIMESTAMP
+    )""",
+    """CREATE TABLE IF NOT EXISTS sources (
+        run_id VARCHAR NOT NULL,
+        path VARCHAR NOT NULL,
+        kind VARCHAR NOT NULL,
+        format VARCHAR,
+        bytes BIGINT,
+        rows BIGINT,
+        warnings JSON,
+        ingested_at TIMESTAMP,
+        PRIMARY KEY (run_id, path)
+    )""",
+    """CREATE TABLE IF NOT EXISTS metrics (
+        run_id VARCHAR NOT NULL,
+        step BIGINT NOT NULL,
+        metric VARCHAR NOT NULL,
+        value DOUBLE,
+        wall_time DOUBLE,
+        raw_name VARCHAR NOT NULL,
+        source VARCHAR NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS events (
+        run_id VARCHAR NOT NULL,
+        step BIGINT,
+        kind VARCHAR NOT NULL,
+        detail VARCHAR,
+        source VARCHAR NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS checkpoints (
+        run_id VARCHAR NOT NULL,
+        step BIGINT,
+        path VARCHAR NOT NULL,
+        format VARCHAR NOT NULL,
+        has_optimizer BOOLEAN,
+        bytes BIGINT,
+        n_params BIGINT,
+        n_tensors BIGINT,
+        dtype VARCHAR,
+        model_config JSON,
+        reference_model BOOLEAN,
+        source VARCHAR NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS checkpoint_stats (
+        run_id VARCHAR NOT NULL,
+        step BIGINT,
+        param VARCHAR NOT NULL,
+        numel BIGINT,
+        param_norm DOUBLE,
+        exp_avg_norm DOUBLE,
+        exp_avg_sq_mean DOUBLE,
+        exp_avg_sq_max DOUBLE,
+        adam_step DOUBLE,
+        nonfinite BIGINT,
+        source VARCHAR NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS batches (
+        run_id VARCHAR NOT NULL,
+        step BIGINT NOT NULL,
+        source VARCHAR,
+        micro INTEGER,
+        sample_index BIGINT,
+        token_offset BIGINT,
+        n_tokens BIGINT,
+        seq_len INTEGER,
+        extra JSON,
+        manifest VARCHAR NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS token_shards (
+        run_id VARCHAR NOT NULL,
+        path VARCHAR NOT NULL,
+        dtype VARCHAR,
+        header_bytes BIGINT,
+        n_tokens BIGINT,
+        bytes BIGINT,
+        source VARCHAR NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS token_counts (
+        run_id VARCHAR NOT NULL,
+        token INTEGER NOT NULL,
+        count BIGINT NOT NULL,
+        source VARCHAR NOT NULL
+    )""",
+]
+
+DETECT_DDL = [
+    """CREATE TABLE IF NOT EXISTS incidents (
+        run_id VARCHAR NOT NULL,
+        incident_id INTEGER NOT NULL,
+        metric VARCHAR,
+        onset_step BIGINT,
+        peak_step BIGINT,
+        end_step BIGINT,
+        pre_value DOUBLE,
+        peak_value DOUBLE,
+        post_value DOUBLE,
+        grad_norm_peak DOUBLE,
+        type VARCHAR,
+        cause VARCHAR,
+        confidence DOUBLE,
+        recovery VARCHAR,
+        restart_checkpoint_step BIGINT,
+        peaks JSON,
+        evidence JSON,
+        features JSON,
+        replay VARCHAR DEFAULT 'not_run',
+        steps_lost BIGINT,
+        tokens_lost DOUBLE,
+        gpu_hours_lost DOUBLE,
+        cost_usd DOUBLE,
+        detected_at TIMESTAMP,
+        PRIMARY KEY (run_id, incident_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS findings (
+        run_id VARCHAR NOT NULL,
+        incident_id INTEGER NOT NULL,
+        rule_id VARCHAR NOT NULL,
+        cause VARCHAR NOT NULL,
+        triggered BOOLEAN NOT NULL,
+        confidence DOUBLE,
+        recovery VARCHAR,
+        evidence JSON,
+        replay VARCHAR DEFAULT 'not_run'
+    )""",
+    """CREATE TABLE IF NOT EXISTS near_misses (
+        run_id VARCHAR NOT NULL,
+        step BIGINT NOT NULL,
+        metric VARCHAR NOT NULL,
+        value DOUBLE,
+        baseline DOUBLE,
+        ratio DOUBLE,
+        detail VARCHAR
+    )""",
+]
+
+REPLAY_DDL = [
+    """CREATE TABLE IF NOT EXISTS replays (
+        run_id VARCHAR NOT NULL,
+        incident_id INTEGER NOT NULL,
+        probe VARCHAR NOT NULL,
+        hypothesis VARCHAR NOT NULL,
+        verdict VARCHAR NOT NULL,
+        numbers JSON,
+        detail VARCHAR,
+        device VARCHAR,
+        wall_s DOUBLE,
+        replayed_at TIMESTAMP
+    )""",
+]
+
+ALL_DDL = INGEST_DDL + DETECT_DDL + REPLAY_DDL
+
+# Tables whose rows belong to one source file of a run: re-ingesting that file replaces them.
+PER_SOURCE_TABLES = [
+    "metrics",
+    "events",
+    "checkpoints",
+    "checkpoint_stats",
+    "batches",
+    "token_shards",
+    "token_counts",
+]
+
+
+def wide_view_sql(metric_names: list[str]) -> str:
+    """`metrics_wide`: one row per (run, step), one column per canonical scalar metric.
+
+    `first()` keeps a NaN as NaN (max() would rank it above every number).
+    """
+    cols = ",\n        ".join(
+        f"first(value) FILTER (WHERE metric = '{m}') AS \"{m}\"" for m in metric_names
+    )
+    return f"""CREATE OR REPLACE VIEW metrics_wide AS
+    SELECT run_id, step, min(wall_time) AS wall_time,
+        {cols}
+    FROM metrics GROUP BY run_id, step"""
