@@ -15,7 +15,9 @@ FIXTURES = REPO / "tests" / "fixtures"
 def real_logs() -> Path:
     """The real public training logs (../shared/real_logs); skip where that folder is absent."""
     if not REAL_LOGS.is_dir():
-        pytest.skip(f"real logs not available: {REAL_LOGS} does not exist (it sits beside the repo)")
+        pytest.skip(
+            f"real logs not available: {REAL_LOGS} does not exist (it sits beside the repo)"
+        )
     return REAL_LOGS
 
 

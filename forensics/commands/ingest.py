@@ -20,7 +20,9 @@ def ingest(
     paths: list[Path] = typer.Argument(..., help="Log files or run folders.", show_default=False),
     db: Path = DB_OPTION,
     run: str | None = typer.Option(None, "--run", help="Run name (default: from the path)."),
-    fmt: str | None = typer.Option(None, "--format", help="Force a reader (see `forensics formats`)."),
+    fmt: str | None = typer.Option(
+        None, "--format", help="Force a reader (see `forensics formats`)."
+    ),
     aliases: Path | None = typer.Option(None, "--aliases", help="Extra metric-alias YAML file."),
 ) -> None:
     """Load training logs, configs, checkpoints and batch manifests into a DuckDB store.
@@ -29,14 +31,26 @@ def ingest(
     """
     with open_store(db) as store, err_console.status("ingesting") as status:
         summaries = run_ingest(
-            store, paths, run=run, fmt=fmt, aliases=str(aliases) if aliases else None,
+            store,
+            paths,
+            run=run,
+            fmt=fmt,
+            aliases=str(aliases) if aliases else None,
             progress=lambda msg: status.update(msg),
         )
-    table = Table("run", "source", "kind", "format", "rows", "warnings", title=f"ingested into {db}")
+    table = Table(
+        "run", "source", "kind", "format", "rows", "warnings", title=f"ingested into {db}"
+    )
     for s in summaries:
         for src in s.sources:
-            table.add_row(s.run, Path(src.path).name, src.kind, src.format, str(src.rows),
-                          "; ".join(src.warnings)[:120])
+            table.add_row(
+                s.run,
+                Path(src.path).name,
+                src.kind,
+                src.format,
+                str(src.rows),
+                "; ".join(src.warnings)[:120],
+            )
     out_console.print(table)
     for s in summaries:
         for src in s.sources:

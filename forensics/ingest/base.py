@@ -43,9 +43,7 @@ class ReadResult:
             self.metrics = self.metrics.with_columns(pl.lit(None, pl.Float64).alias("wall_time"))
             missing.discard("wall_time")
         assert not missing, f"reader returned metrics without columns {missing}"
-        self.metrics = self.metrics.select(
-            [pl.col(c).cast(t) for c, t in METRIC_SCHEMA.items()]
-        )
+        self.metrics = self.metrics.select([pl.col(c).cast(t) for c, t in METRIC_SCHEMA.items()])
 
 
 class Reader(ABC):
@@ -58,7 +56,7 @@ class Reader(ABC):
 
     @abstractmethod
     def sniff(self, path: Path, head: str) -> bool:
-        """True when `path` is in this format; `head` is its first 64 KiB as text ('' for folders)."""
+        """True when `path` is in this format; `head` is its first 64 KiB ('' for a folder)."""
 
     @abstractmethod
     def read(self, path: Path) -> ReadResult:

@@ -18,7 +18,7 @@ import polars as pl
 from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest import batches, checkpoints, config
-from forensics.ingest.base import ReadResult, Reader, detect_format, get_reader, sniff_format
+from forensics.ingest.base import Reader, ReadResult, detect_format, get_reader, sniff_format
 from forensics.store import Store
 
 # File names too generic to name a run: the run takes its folder's name instead.
@@ -53,7 +53,11 @@ def run_name_for(path: Path) -> str:
     if path.is_dir():
         return path.name
     stem = path.name.split(".")[0] if path.name.startswith("events.out") else path.stem
-    return path.parent.name if stem.lower() in _GENERIC_STEMS or path.name.startswith("events.out") else stem
+    return (
+        path.parent.name
+        if stem.lower() in _GENERIC_STEMS or path.name.startswith("events.out")
+        else stem
+    )
 
 
 def _walk(root: Path, depth: int = 0) -> Iterable[Path]:
@@ -87,7 +91,9 @@ def classify(path: Path, forced: Reader | None = None) -> tuple[str, Reader | No
     return ("metrics", reader) if reader else ("unknown", None)
 
 
-def _canonicalise(result: ReadResult, run_id: str, source: str, aliases: str | None) -> pl.DataFrame:
+def _canonicalise(
+    result: ReadResult, run_id: str, source: str, aliases: str | None
+) -> pl.DataFrame:
     table = alias_table(aliases)
     df = result.metrics
     raw = df["raw_name"].unique().to_list()
@@ -116,18 +122,24 @@ def _drop_repeated_steps(df: pl.DataFrame, result: ReadResult) -> pl.DataFrame:
     return df
 
 
-def _store_metrics(store: Store, run_id: str, path: Path, reader: Reader, aliases: str | None) -> SourceSummary:
+def _store_metrics(
+    store: Store, run_id: str, path: Path, reader: Reader, aliases: str | None
+) -> SourceSummary:
     source = str(path)
     result = reader.read(path)
     frame = _canonicalise(result, run_id, source, aliases)
     store.clear_source(run_id, source)
-    rows = store.insert_frame("metrics", frame.select(
-        ["run_id", "step", "metric", "value", "wall_time", "raw_name", "source"]
-    ))
+    rows = store.insert_frame(
+        "metrics",
+        frame.select(["run_id", "step", "metric", "value", "wall_time", "raw_name", "source"]),
+    )
     if result.events.height:
-        store.insert_frame("events", result.events.with_columns(
-            pl.lit(run_id).alias("run_id"), pl.lit(source).alias("source")
-        ))
+        store.insert_frame(
+            "events",
+            result.events.with_columns(
+                pl.lit(run_id).alias("run_id"), pl.lit(source).alias("source")
+            ),
+        )
     if result.config:
         store.upsert_run(run_id, source, reader.name, result.config)
     store.record_source(run_id, source, "metrics", reader.name, rows, result.warnings)
@@ -147,7 +159,9 @@ def _store_other(store: Store, run_id: str, path: Path, kind: str) -> SourceSumm
         row = {**idx.row, "run_id": run_id, "path": source, "source": source}
         row["model_config"] = json.dumps(row.get("model_config"), default=str)
         store.insert_frame("checkpoints", pl.DataFrame([row]))
-        stats = idx.stats.with_columns(pl.lit(run_id).alias("run_id"), pl.lit(source).alias("source"))
+        stats = idx.stats.with_columns(
+            pl.lit(run_id).alias("run_id"), pl.lit(source).alias("source")
+        )
         store.insert_frame("checkpoint_stats", stats)
         rows, fmt, warnings = stats.height, idx.row["format"], idx.warnings
     elif kind == "manifest":
@@ -156,7 +170,10 @@ def _store_other(store: Store, run_id: str, path: Path, kind: str) -> SourceSumm
         rows, fmt = store.insert_frame("batches", frame), path.suffix.lstrip(".")
     elif kind == "token_shard":
         info = batches.index_token_shard(path)
-        store.insert_frame("token_shards", pl.DataFrame([{**info, "run_id": run_id, "path": source, "source": source}]))
+        store.insert_frame(
+            "token_shards",
+            pl.DataFrame([{**info, "run_id": run_id, "path": source, "source": source}]),
+        )
         rows, fmt = 1, str(info.get("dtype"))
     elif kind == "token_counts":
         counts = batches.read_token_counts(path)
@@ -199,7 +216,9 @@ def _sources(paths: list[Path], forced: Reader | None) -> list[tuple[Path, str, 
             if kind != "unknown":
                 found.append((f, kind, reader))
     if not any(k == "metrics" for _, k, _ in found):
-        raise InputError(paths[0], "no metric log found", expected="a training log in a known format")
+        raise InputError(
+            paths[0], "no metric log found", expected="a training log in a known format"
+        )
     # Configs first so that later sources can merge into the run's config.
     order = {"config": 0, "metrics": 1}
     return sorted(found, key=lambda t: order.get(t[1], 2))
@@ -217,7 +236,9 @@ def _ingest_run(
     found = _sources(paths, forced)
     first_metrics = next((r for _, k, r in found if k == "metrics"), None)
     with store.transaction():
-        store.upsert_run(name, str(paths[0].resolve()), first_metrics.name if first_metrics else "", {})
+        store.upsert_run(
+            name, str(paths[0].resolve()), first_metrics.name if first_metrics else "", {}
+        )
         for path, kind, reader in found:
             if progress:
                 progress(f"{name}: {path.name} ({kind})")

@@ -116,7 +116,9 @@ class Store:
         """Remove every row a source file contributed, so re-ingesting it adds nothing."""
         for table in PER_SOURCE_TABLES:
             col = "manifest" if table == "batches" else "source"
-            self.con.execute(f"DELETE FROM {table} WHERE run_id = ? AND {col} = ?", [run_id, source])
+            self.con.execute(
+                f"DELETE FROM {table} WHERE run_id = ? AND {col} = ?", [run_id, source]
+            )
         self.con.execute("DELETE FROM sources WHERE run_id = ? AND path = ?", [run_id, source])
 
     def record_source(
@@ -145,21 +147,25 @@ class Store:
         if metrics:
             sql += f" AND metric IN ({', '.join('?' for _ in metrics)})"
             params += metrics
-        return self.con.execute(sql + " ORDER BY step", params).pl()
+        return self.query(sql + " ORDER BY step", params)
 
     def metrics_frame(self, run_id: str) -> pl.DataFrame:
         """The run's wide frame (step, wall_time, one column per canonical metric), by step.
 
         Columns that the run never logged are dropped so callers can test `in frame.columns`.
         """
-        df = self.con.execute(
+        df = self.query(
             "SELECT * EXCLUDE (run_id) FROM metrics_wide WHERE run_id = ? ORDER BY step", [run_id]
-        ).pl()
+        )
         keep = [c for c in df.columns if c in ("step", "wall_time") or df[c].null_count() < len(df)]
         return df.select(keep)
 
-    def table(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
-        return self.con.execute(sql, params or []).pl()
+    def query(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
+        """Run a query and return a polars frame (through Arrow, no per-row Python)."""
+        table = self.con.sql(sql, params=params or None).to_arrow_table()
+        return pl.DataFrame(pl.from_arrow(table))
+
+    table = query  # older name, kept for callers
 
 
 def open_store(path: Path | str, *, read_only: bool = False) -> Store:

@@ -1,0 +1,67 @@
+"""The CLI front door: help for every command, version, one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from forensics import __version__
+from forensics.cli import app
+
+runner = CliRunner()
+
+
+def _commands(group: typer.Typer, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for cmd in group.registered_commands:
+        name = cmd.name or (cmd.callback.__name__ if cmd.callback else "")
+        found.append((*prefix, name.replace("_", "-")))
+    for sub in group.registered_groups:
+        assert sub.typer_instance is not None and sub.name
+        found.extend(_commands(sub.typer_instance, (*prefix, sub.name)))
+    return found
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    commands = _commands(app)
+    assert ("ingest",) in commands
+    for cmd in commands:
+        result = runner.invoke(app, [*cmd, "--help"])
+        assert result.exit_code == 0, (cmd, result.output)
+        assert "Example" in result.output, f"`forensics {' '.join(cmd)} --help` has no example"
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+def test_python_dash_m() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "forensics", "--version"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and __version__ in out.stdout
+
+
+def test_missing_path_is_a_one_line_error(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["ingest", str(tmp_path / "nope.jsonl"), "--db", str(tmp_path / "x.duckdb")]
+    )
+    assert result.exit_code != 0
+    assert "nope.jsonl" in result.output and "Traceback" not in result.output
+
+
+def test_unknown_run_is_a_one_line_error(tmp_path: Path) -> None:
+    db = tmp_path / "x.duckdb"
+    db.write_bytes(b"")
+    db.unlink()
+    from forensics.store import open_store
+
+    with open_store(db) as store:
+        store.upsert_run("a", "a", "jsonl", {})
+    result = runner.invoke(app, ["runs", "--db", str(db)])
+    assert result.exit_code == 0 and "a" in result.output
