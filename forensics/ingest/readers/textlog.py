@@ -1,0 +1,307 @@
+"""Plain-text training logs read through named line patterns kept as data.
+
+nanoGPT, modded-nanogpt, llm.c and litgpt print one line per step in their own ad-hoc
+syntax. Rather than one reader each, a table of regexes with named groups
+(`forensics/data/line_patterns.yaml`) says how to read each style, and a user with an
+in-house format adds a YAML file of the same shape (FORENSICS_LINE_PATTERNS) instead of
+writing code. Every pattern runs over all lines at once (polars, Rust regex), so a
+1M-step log is a few vectorised passes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import yaml
+
+from forensics.errors import InputError
+from forensics.ingest.base import Reader, ReadResult, register
+from forensics.ingest.readers._text import (
+    NUMBER,
+    cut_last_line,
+    head_lines,
+    line_frame,
+    looks_like_text_log,
+    parse_number,
+    read_text,
+    scan_beyond_head,
+)
+
+ENV_VAR = "FORENSICS_LINE_PATTERNS"
+SHIPPED = "forensics/data/line_patterns.yaml"
+_MACROS = {
+    "{prefix}": r"\s*(?:\[[^\]]*\]:?\s*)*",
+    "{num}": NUMBER,
+    "{finite}": r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)",
+}
+_GROUP = re.compile(r"\(\?P?<([^>]+)>")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_RESERVED = {"line", "text"}
+
+
+@dataclass(frozen=True)
+class LinePattern:
+    """One named line style: a regex whose `step` group is the step, other groups metrics."""
+
+    name: str
+    regex: str  # macros already expanded
+    metrics: tuple[str, ...]
+    description: str = ""
+    example: str = ""
+    per_step: str = "all"  # "all" | "last" (several lines per optimizer step)
+    source: str = SHIPPED
+
+
+def load_patterns(extra: Path | None = None) -> list[LinePattern]:
+    """The shipped patterns, preceded by those of `extra` (a YAML file of the same shape).
+
+    A user's patterns are tried first so that they can override a shipped one. A broken
+    file raises InputError naming the file and the pattern's field.
+    """
+    shipped = _load_cached(SHIPPED, None)
+    if extra is None:
+        return list(shipped)
+    path = Path(extra)
+    if not path.is_file():
+        raise InputError(path, "line-pattern file not found", expected=f"a YAML file ({ENV_VAR})")
+    return list(_load_cached(str(path), path.stat().st_mtime_ns)) + list(shipped)
+
+
+def env_patterns() -> list[LinePattern]:
+    """Patterns in effect: shipped ones plus the file named by FORENSICS_LINE_PATTERNS."""
+    extra = os.environ.get(ENV_VAR, "").strip()
+    return load_patterns(Path(extra) if extra else None)
+
+
+@lru_cache(maxsize=16)
+def _load_cached(source: str, mtime: int | None) -> tuple[LinePattern, ...]:
+    """Parse and validate one pattern file; cached per (path, mtime) as sniff runs often."""
+    if source == SHIPPED:
+        text = resources.files("forensics").joinpath("data/line_patterns.yaml").read_text()
+    else:
+        text = Path(source).read_text(encoding="utf-8", errors="replace")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(source, f"not valid YAML: {exc}".splitlines()[0]) from exc
+    items = data.get("patterns") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not items:
+        raise InputError(source, "no 'patterns' list", field="patterns")
+    return tuple(_pattern(item, i, source) for i, item in enumerate(items))
+
+
+def _pattern(item: Any, index: int, source: str) -> LinePattern:
+    where = f"patterns[{index}]"
+    if not isinstance(item, dict):
+        raise InputError(source, "must be a mapping", field=where)
+    name, raw = item.get("name"), item.get("regex")
+    if not isinstance(name, str) or not name:
+        raise InputError(source, "missing", field=f"{where}.name", expected="a pattern name")
+    if not isinstance(raw, str) or not raw:
+        raise InputError(source, "missing", field=f"{where}.regex", expected="a regex")
+    regex = _expand(raw)
+    groups = _GROUP.findall(regex)
+    _check_groups(groups, source, f"{where}.regex")
+    _check_compiles(regex, source, f"{where}.regex")
+    per_step = str(item.get("per_step", "all"))
+    if per_step not in ("all", "last"):
+        raise InputError(
+            source,
+            f"unknown value {per_step!r}",
+            field=f"{where}.per_step",
+            expected="'all' or 'last'",
+        )
+    metrics = tuple(g for g in groups if g != "step")
+    return LinePattern(
+        name,
+        regex,
+        metrics,
+        str(item.get("description", "")),
+        str(item.get("example", "")),
+        per_step,
+        source,
+    )
+
+
+def _expand(regex: str) -> str:
+    for macro, body in _MACROS.items():
+        regex = regex.replace(macro, body)
+    return regex
+
+
+def _check_groups(groups: list[str], source: str, field: str) -> None:
+    if "step" not in groups:
+        raise InputError(
+            source, "no named group 'step'", field=field, expected="(?P<step>\\d+) in the regex"
+        )
+    metrics = [g for g in groups if g != "step"]
+    bad = [g for g in groups if not _IDENT.match(g) or g in _RESERVED]
+    if bad or not metrics or len(set(groups)) != len(groups):
+        problem = f"bad group names {bad}" if bad else "needs distinct metric groups"
+        raise InputError(
+            source,
+            problem,
+            field=field,
+            expected="identifiers other than line/text, each once, besides step",
+        )
+
+
+def _check_compiles(regex: str, source: str, field: str) -> None:
+    try:
+        pl.Series([""], dtype=pl.Utf8).str.extract_groups(regex)
+    except pl.exceptions.PolarsError as exc:
+        msg = str(exc).strip().splitlines()
+        raise InputError(
+            source, f"bad regular expression: {msg[-1] if msg else exc}", field=field
+        ) from exc
+
+
+def _match(lines: pl.DataFrame, pat: LinePattern) -> pl.DataFrame:
+    """Lines that `pat` matches: `line`, `step` (str) and one str column per metric group."""
+    groups = pl.col("text").str.extract_groups(pat.regex)
+    cols = [groups.struct.field(g).alias(g) for g in ("step", *pat.metrics)]
+    return lines.select("line", *cols).filter(pl.col("step").is_not_null())
+
+
+def _long(hits: pl.DataFrame, pat: LinePattern, path: Path) -> pl.DataFrame:
+    """Matched lines to long rows (line, step, raw_name, value, raw); a group that captured
+    something that is not a number (a user pattern too loose) is an InputError."""
+    long = (
+        hits.unpivot(
+            index=["line", "step"], on=list(pat.metrics), variable_name="raw_name", value_name="raw"
+        )
+        .filter(pl.col("raw").is_not_null())
+        .with_columns(
+            pl.col("step").cast(pl.Int64, strict=False),
+            parse_number(pl.col("raw")).alias("value"),
+        )
+    )
+    bad = long.filter(pl.col("value").is_null() | pl.col("step").is_null())
+    if bad.height:
+        row = bad.sort("line").row(0, named=True)
+        field = "step" if row["step"] is None else row["raw_name"]
+        raise InputError(
+            path,
+            f"pattern '{pat.name}' captured {row['raw']!r}",
+            line=row["line"],
+            field=field,
+            expected="a number, nan or inf",
+        )
+    return long.select("line", "step", "raw_name", "value", "raw")
+
+
+def _last_per_step(long: pl.DataFrame, pat: LinePattern, warnings: list[str]) -> pl.DataFrame:
+    """Keep the last line of each step for logs that print every micro-iteration."""
+    kept = long.unique(subset=["step", "raw_name"], keep="last", maintain_order=True)
+    lines_before = long["line"].n_unique()
+    dropped = lines_before - kept["line"].n_unique()
+    if dropped:
+        warnings.append(
+            f"{pat.name}: {lines_before} lines for {kept['step'].n_unique()} optimizer steps "
+            f"(micro-iterations); kept the last line of each step ({dropped} earlier ones "
+            "dropped; the micro-iteration counter is the `iter` metric)"
+        )
+    return kept
+
+
+def parse_lines(
+    lines: pl.DataFrame, patterns: list[LinePattern], path: Path, warnings: list[str]
+) -> pl.DataFrame:
+    """Long rows (line, step, raw_name, value, raw) from every line some pattern claims.
+
+    A line goes to the first pattern that matches it; rows keep file order, which the
+    pipeline relies on to spot restarts (a step that goes backwards).
+    """
+    remaining = lines.filter(pl.col("text").str.len_bytes() > 0)
+    parts: list[pl.DataFrame] = []
+    for pat in patterns:
+        hits = _match(remaining, pat)
+        if hits.height == 0:
+            continue
+        remaining = remaining.filter(~pl.col("line").is_in(hits["line"].implode()))
+        long = _long(hits, pat, path)
+        parts.append(_last_per_step(long, pat, warnings) if pat.per_step == "last" else long)
+    if not parts:
+        return pl.DataFrame(
+            schema={
+                "line": pl.Int64,
+                "step": pl.Int64,
+                "raw_name": pl.Utf8,
+                "value": pl.Float64,
+                "raw": pl.Utf8,
+            }
+        )
+    return pl.concat(parts).sort("line", maintain_order=True)
+
+
+def _drop_cut_tail(
+    text: str, lines: pl.DataFrame, rows: pl.DataFrame, warnings: list[str]
+) -> pl.DataFrame:
+    """A last line without a newline may be cut mid-number (`lr:0.0000` of 0.000003): keep
+    the line, but drop the value that runs to its end, and say so."""
+    last = cut_last_line(text, lines)
+    if last is None:
+        return rows
+    if not rows.height or rows["line"][-1] != last:
+        warnings.append(f"line {last} (the last) has no line end and matches no pattern: ignored")
+        return rows
+    line_text = lines["text"][last - 1].rstrip()
+    tail = rows.filter(pl.col("line") == last)
+    ends = [
+        name
+        for name, raw in zip(tail["raw_name"], tail["raw"], strict=True)
+        if line_text.endswith(raw)
+    ]
+    warnings.append(
+        f"line {last} (the last) has no line end: kept"
+        + (f", except its final value ({', '.join(ends)}), which may be cut short" if ends else "")
+    )
+    return rows.filter(~((pl.col("line") == last) & pl.col("raw_name").is_in(ends)))
+
+
+@register
+class TextLogReader(Reader):
+    name = "textlog"
+    description = "plain-text logs via named line patterns (nanoGPT, modded-nanogpt, llm.c, litgpt)"
+    # Generic: sniffed after every structured format.
+    priority = 90
+
+    def sniff(self, path: Path, head: str) -> bool:
+        if not looks_like_text_log(path, head):
+            return False
+        patterns = env_patterns()
+        if _any_match(head_lines(head), patterns):
+            return True
+        return scan_beyond_head(path, lambda chunk: _any_match(chunk.splitlines(), patterns))
+
+    def read(self, path: Path) -> ReadResult:
+        patterns = env_patterns()
+        text = read_text(path)
+        lines = line_frame(text)
+        warnings: list[str] = []
+        rows = parse_lines(lines, patterns, path, warnings)
+        if rows.height == 0:
+            shown = "; ".join(f"'{p.example}'" for p in patterns[:3] if p.example)
+            raise InputError(
+                path,
+                "no line matches a known text-log pattern",
+                expected=f"lines like {shown} (or add a pattern via {ENV_VAR})",
+            )
+        rows = _drop_cut_tail(text, lines, rows, warnings)
+        metrics = rows.select("step", "raw_name", "value")  # no timestamps in these styles
+        return ReadResult(metrics=metrics, warnings=warnings)
+
+
+def _any_match(lines: list[str], patterns: list[LinePattern]) -> bool:
+    """True when any line matches any pattern (the sniff test)."""
+    if not lines:
+        return False
+    series = pl.Series(lines, dtype=pl.Utf8)
+    return any(bool(series.str.contains(p.regex).any()) for p in patterns)
