@@ -30,7 +30,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 class App(typer.Typer):
     """A Typer whose commands report ForensicsError as one line."""
 
-    def command(
+    def command(  # type: ignore[override]
         self, *args: Any, **kwargs: Any
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         register = super().command(*args, **kwargs)

@@ -90,8 +90,7 @@ class Store:
     ) -> str:
         """Create the run or update its source/format/config; the run_id is its name."""
         now = datetime.now(UTC).replace(tzinfo=None)
-        row = self.con.execute("SELECT config FROM runs WHERE run_id = ?", [name]).fetchone()
-        merged = json.loads(row[0]) if row and row[0] else {}
+        merged = self.run_config(name)
         merged.update(config or {})
         self.con.execute(
             "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?)",
@@ -108,8 +107,10 @@ class Store:
         )
 
     def run_config(self, run_id: str) -> dict[str, Any]:
-        row = self.con.execute("SELECT config FROM runs WHERE run_id = ?", [run_id]).fetchone()
-        return json.loads(row[0]) if row and row[0] else {}
+        # fetchall, not fetchone: DuckDB 2.0 keeps a half-read result open and the next
+        # query on the connection then fails.
+        rows = self.con.execute("SELECT config FROM runs WHERE run_id = ?", [run_id]).fetchall()
+        return json.loads(rows[0][0]) if rows and rows[0][0] else {}
 
     # ----- per-source rows --------------------------------------------------------------
     def clear_source(self, run_id: str, source: str) -> None:
