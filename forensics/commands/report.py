@@ -1,0 +1,59 @@
+"""`forensics report`: Markdown post-mortems and a run summary, with figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from forensics.cli import app, err_console, out_console
+from forensics.report import write_report
+from forensics.store import open_store
+
+
+def warn(message: str) -> None:
+    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+
+
+@app.command()
+def report(
+    db: Path = typer.Option(..., "--db", help="DuckDB file of the analysis."),
+    out: Path = typer.Option(
+        ..., "--out", help="Folder for README.md, postmortems/ and figures/ (created)."
+    ),
+    run: str | None = typer.Option(None, "--run", help="Run name (default: the only run)."),
+    templates: Path | None = typer.Option(
+        None,
+        "--templates",
+        help="Folder of templates overriding the bundled ones file by file "
+        "(postmortem.md.j2, summary.md.j2, _macros.md.j2, lessons.yaml).",
+    ),
+    gpu_hour_cost: float | None = typer.Option(
+        None, "--gpu-hour-cost", help="Dollars per GPU-hour, to price each incident."
+    ),
+    world_size: int | None = typer.Option(
+        None, "--world-size", help="Number of GPUs of the run (overrides its config)."
+    ),
+) -> None:
+    """Write one Markdown post-mortem per incident and a README.md for the run, with figures.
+
+    Figures: PNG when a Chrome/Chromium is installed (FORENSICS_CHROMIUM picks one), plus HTML.
+
+    Example: forensics report --db runs.duckdb --out report/ --gpu-hour-cost 2.5
+    """
+    with open_store(db, read_only=True) as store, err_console.status("writing the report"):
+        result = write_report(
+            store,
+            store.resolve_run(run),
+            out,
+            templates=templates,
+            gpu_hour_cost=gpu_hour_cost,
+            world_size=world_size,
+            warn=warn,
+        )
+    out_console.print(str(result.readme), highlight=False)
+    for path in result.postmortems:
+        out_console.print(str(path), highlight=False)
+
+
+__all__ = ["report"]

@@ -1,0 +1,61 @@
+"""Metrics coverage: what the run logged, how often, and what it should also log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from forensics.report import series
+from forensics.report.knowledge import Knowledge
+
+
+def coverage(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-layer metrics (`act_norm/3`...) folded into one row per family."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        family, _, layer = r["metric"].partition("/")
+        name = f"{family}/<layer>" if layer else family
+        row = out.setdefault(name, {**r, "metric": name, "layers": 0})
+        row["layers"] += 1 if layer else 0
+        row["n"], row["first"] = max(row["n"], r["n"]), min(row["first"], r["first"])
+        row["last"] = max(row["last"], r["last"])
+    return sorted(out.values(), key=lambda r: (r["metric"] != "loss", r["metric"]))
+
+
+def missing(
+    coverage: list[dict[str, Any]], config: dict[str, Any], kb: Knowledge
+) -> list[tuple[str, str]]:
+    """Standard metrics this run did not log, with why each matters."""
+    logged = {r["metric"].split("/")[0] for r in coverage}
+    precision = str(config.get("precision", "")).lower()
+    out = []
+    for name, why in kb.metrics.items():
+        if name in logged:
+            continue
+        if name in kb.fp16_only and precision and precision != "fp16":
+            continue
+        if name in kb.fp16_only and not precision:
+            why = (
+                why.rstrip(".")
+                + " (only if the run used fp16: its precision is not in the config)."
+            )
+        out.append((name, why))
+    return out
+
+
+def span(frame: pl.DataFrame, metric: str) -> dict[str, Any]:
+    """First and last logged step of `metric`, how many, and the wall-clock range if known."""
+    col = series.column(frame, metric)
+    span: dict[str, Any] = {
+        "first": None,
+        "last": None,
+        "steps": col.height,
+        "start": None,
+        "end": None,
+    }
+    if col.height:
+        span["first"], span["last"] = int(col["step"][0]), int(col["step"][-1])
+    if "wall_time" in frame.columns and frame["wall_time"].drop_nulls().len():
+        span["start"], span["end"] = frame["wall_time"].min(), frame["wall_time"].max()
+    return span

@@ -1,0 +1,105 @@
+"""`forensics demo`: analyze every bundled sample run and write its report.
+
+Each scenario folder of `sample_logs/` (made by the simulator) becomes
+`<out>/<scenario>/` holding its DuckDB, README.md, postmortems/ and figures/. The analyze
+pipeline is looked up at call time so this module imports even before it exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from forensics.errors import ForensicsError
+from forensics.report.export import browser_session
+from forensics.report.writer import ReportResult, write_report
+from forensics.store import open_store
+
+AnalyzeFn = Callable[..., Any]
+DB_NAME = "forensics.duckdb"
+
+
+class DemoError(ForensicsError):
+    """The demo cannot run: no sample runs, or no analyze pipeline."""
+
+
+@dataclass
+class DemoRun:
+    scenario: str
+    db: Path
+    report: ReportResult
+
+
+def scenarios(samples: Path) -> list[Path]:
+    """The scenario folders of `samples`, by name (hidden and cache folders skipped)."""
+    found = sorted(
+        p for p in samples.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))
+    )
+    if not found:
+        raise DemoError(
+            f'"{samples}" holds no sample run (one folder per scenario); generate them with '
+            "the simulator first, or pass --samples DIR"
+        )
+    return found
+
+
+def load_analyze() -> AnalyzeFn:
+    """`forensics.analyze.analyze`: ingest + detect + replay of one run into a DuckDB.
+
+    Called as `analyze([folder], db=..., run=..., progress=...)`; without `out` it writes
+    only the database, and the demo writes the report itself.
+    """
+    try:
+        from forensics.analyze import analyze
+    except ImportError as exc:
+        raise DemoError(
+            f"the analyze pipeline is not available ({exc}); `forensics demo` needs "
+            "forensics.analyze.analyze"
+        ) from exc
+    return analyze
+
+
+def run_demo(
+    samples: Path,
+    out: Path,
+    *,
+    analyze: AnalyzeFn | None = None,
+    gpu_hour_cost: float | None = None,
+    progress: Callable[[str], None] = lambda _msg: None,
+    warn: Callable[[str], None] | None = None,
+) -> list[DemoRun]:
+    """Analyze each scenario into `out/<scenario>/` and write its report there."""
+    folders = scenarios(samples)  # first: "no sample runs" is the likelier problem
+    fn = analyze or load_analyze()
+    with browser_session():
+        return [_one(folder, out, fn, gpu_hour_cost, progress, warn) for folder in folders]
+
+
+def _one(
+    folder: Path,
+    out: Path,
+    analyze: AnalyzeFn,
+    gpu_hour_cost: float | None,
+    progress: Callable[[str], None],
+    warn: Callable[[str], None] | None,
+) -> DemoRun:
+    dest = out / folder.name
+    dest.mkdir(parents=True, exist_ok=True)
+    db = _fresh_db(dest)
+    progress(f"analyzing {folder.name}")
+    analyze([folder], db=db, run=folder.name, progress=progress)
+    progress(f"writing the report of {folder.name}")
+    with open_store(db, read_only=True) as store:
+        run_id = store.resolve_run(folder.name)
+        report = write_report(store, run_id, dest, gpu_hour_cost=gpu_hour_cost, warn=warn)
+    return DemoRun(folder.name, db, report)
+
+
+def _fresh_db(dest: Path) -> Path:
+    """The scenario's database path, with any earlier demo's database removed."""
+    db = dest / DB_NAME
+    for path in (db, db.with_name(DB_NAME + ".wal")):
+        path.unlink(missing_ok=True)
+    return db

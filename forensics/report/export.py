@@ -1,0 +1,184 @@
+"""Write figures: always an interactive HTML, and a PNG when a Chromium is on the machine.
+
+kaleido 1.x renders PNGs in a real Chrome/Chromium. We never download one: we look for
+an installed browser (`FORENSICS_CHROMIUM`, kaleido's own `BROWSER_PATH`, then the usual
+names on PATH) and pass its path to kaleido. All PNGs of a report go through one browser
+session, because starting the browser costs ~2.5 s and each figure only ~0.4 s after that.
+Without a browser the Markdown links the HTML instead of embedding a broken image.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+
+log = logging.getLogger(__name__)
+
+BROWSER_NAMES = [
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "google-chrome-stable",
+    "chrome",
+    "microsoft-edge",
+]
+TYPICAL_PATHS = [
+    "/usr/bin/chromium",
+    "/snap/bin/chromium",
+    "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+    "/Applications/Chromium.app/Contents/MacOS/Chromium",
+]
+ENV_VARS = ["FORENSICS_CHROMIUM", "BROWSER_PATH"]
+DISABLED = {"", "0", "off", "none", "no", "false"}
+
+
+@dataclass
+class FigureSpec:
+    """A figure to write: a stable file stem, a caption, and a builder run on demand."""
+
+    name: str
+    title: str
+    build: Callable[[], go.Figure]
+
+
+@dataclass
+class Exported:
+    """What was written for one figure; `png` is None when no PNG could be made."""
+
+    name: str
+    title: str
+    html: Path
+    png: Path | None
+
+
+def find_chromium(environ: Mapping[str, str] = os.environ) -> tuple[str | None, str]:
+    """(path to a Chrome/Chromium, "") or (None, why not). Never downloads anything."""
+    for var in ENV_VARS:
+        value = environ.get(var)
+        if value is None:
+            continue
+        if value.strip().lower() in DISABLED:
+            return None, f"PNG export is turned off by {var}={value!r}"
+        if os.access(value, os.X_OK) and Path(value).is_file():
+            return value, ""
+        return None, f"{var}={value!r} is not an executable file"
+    for name in BROWSER_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path, ""
+    for path in TYPICAL_PATHS:
+        if os.access(path, os.X_OK):
+            return path, ""
+    return None, (
+        "no Chrome/Chromium found (looked for FORENSICS_CHROMIUM, BROWSER_PATH and "
+        f"{', '.join(BROWSER_NAMES)} on PATH); install one (Debian: apt-get install chromium)"
+    )
+
+
+def write_html(fig: go.Figure, path: Path, div_id: str) -> None:
+    """Self-contained HTML (plotly.js inline) so it opens offline; a fixed div id."""
+    fig.write_html(
+        path,
+        include_plotlyjs=True,
+        full_html=True,
+        div_id=div_id,
+        config={"displaylogo": False, "responsive": True},
+    )
+
+
+def _kaleido_options(browser: str, jobs: int) -> dict[str, Any]:
+    """One tab per core (at most 4); MathJax off so nothing is fetched from a CDN."""
+    return {"path": browser, "mathjax": False, "n": max(1, min(jobs, os.cpu_count() or 1, 4))}
+
+
+def write_pngs(figs: dict[Path, go.Figure], browser: str) -> None:
+    """Render every figure to PNG in one kaleido (browser) session.
+
+    Inside `browser_session()` the browser already running is reused.
+    """
+    import kaleido
+
+    jobs = [
+        {"fig": fig, "path": path, "opts": {"format": "png", "scale": 1.5}}
+        for path, fig in figs.items()
+    ]
+    if _server_running():
+        kaleido.write_fig_from_object_sync(jobs)
+    else:
+        kaleido.write_fig_from_object_sync(jobs, kopts=_kaleido_options(browser, len(jobs)))
+
+
+def _server_running() -> bool:
+    """Whether kaleido's shared (sync) browser server is up; private API, so read defensively."""
+    import kaleido
+
+    server = getattr(kaleido, "_global_server", None)
+    return bool(server is not None and server.is_running())
+
+
+@contextmanager
+def browser_session() -> Iterator[None]:
+    """Keep one browser open for every PNG written inside (e.g. all runs of the demo).
+
+    Starting Chromium costs ~2.5 s; a report of a few figures would otherwise pay it
+    once per report. Without a browser this does nothing (export() then warns).
+    """
+    browser, _ = find_chromium()
+    if browser is None or _server_running():
+        yield
+        return
+    import kaleido
+
+    kaleido.start_sync_server(**_kaleido_options(browser, 4), silence_warnings=True)
+    try:
+        yield
+    finally:
+        kaleido.stop_sync_server(silence_warnings=True)
+
+
+def export(
+    specs: list[FigureSpec],
+    out_dir: Path,
+    *,
+    png: bool = True,
+    warn: Callable[[str], None] = log.warning,
+) -> dict[str, Exported]:
+    """Write all figures under `out_dir`; warn once if PNGs cannot be made."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figs = {spec.name: spec.build() for spec in specs}
+    for name, fig in figs.items():
+        write_html(fig, out_dir / f"{name}.html", name)
+    pngs = {out_dir / f"{name}.png": fig for name, fig in figs.items()}
+    for path in pngs:
+        path.unlink(missing_ok=True)  # a stale PNG must not be linked as if it were new
+    if png and pngs:
+        _try_pngs(pngs, warn)
+    return {
+        s.name: Exported(s.name, s.title, out_dir / f"{s.name}.html", _if_written(out_dir, s.name))
+        for s in specs
+    }
+
+
+def _try_pngs(pngs: dict[Path, go.Figure], warn: Callable[[str], None]) -> None:
+    browser, why = find_chromium()
+    if browser is None:
+        warn(f"{why}; figures are written as interactive HTML only and linked from the Markdown")
+        return
+    try:
+        write_pngs(pngs, browser)
+    except Exception as exc:  # noqa: BLE001 - any browser failure must only cost the PNGs
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        warn(f"PNG export with {browser} failed ({first}); the Markdown links the HTML figures")
+
+
+def _if_written(out_dir: Path, name: str) -> Path | None:
+    path = out_dir / f"{name}.png"
+    return path if path.is_file() and path.stat().st_size > 0 else None

@@ -1,0 +1,210 @@
+"""The rows a report is written from, read from the store into plain dataclasses.
+
+JSON columns are decoded here once, so templates and figures see Python lists and dicts.
+Ordering is fixed (by id, step, rule, probe) so that the same database always gives the
+same Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from forensics.store.db import Store
+
+
+def _json(text: Any, default: Any) -> Any:
+    if text is None:
+        return default
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def _evidence(text: Any) -> list[dict[str, Any]]:
+    """`evidence` JSON: a list of {key, value, note}; a bare dict is accepted as key: value."""
+    raw = _json(text, [])
+    if isinstance(raw, dict):
+        return [{"key": k, "value": v, "note": ""} for k, v in raw.items()]
+    items = [e for e in raw if isinstance(e, dict)]
+    return [
+        {"key": e.get("key", ""), "value": e.get("value"), "note": e.get("note") or ""}
+        for e in items
+    ]
+
+
+@dataclass
+class Finding:
+    rule_id: str
+    cause: str
+    triggered: bool
+    confidence: float | None
+    recovery: str | None
+    evidence: list[dict[str, Any]]
+    replay: str | None
+
+
+@dataclass
+class Replay:
+    probe: str
+    hypothesis: str
+    verdict: str
+    numbers: dict[str, Any]
+    detail: str
+    device: str | None
+    wall_s: float | None
+
+
+@dataclass
+class Incident:
+    """One `incidents` row plus its findings and replays."""
+
+    incident_id: int
+    metric: str
+    onset_step: int
+    peak_step: int
+    end_step: int | None
+    pre_value: float | None
+    peak_value: float | None
+    post_value: float | None
+    grad_norm_peak: float | None
+    type: str | None
+    cause: str | None
+    confidence: float | None
+    recovery: str | None
+    restart_checkpoint_step: int | None
+    peaks: list[dict[str, Any]]
+    evidence: list[dict[str, Any]]
+    features: dict[str, Any]
+    replay: str | None
+    steps_lost: int | None
+    tokens_lost: float | None
+    gpu_hours_lost: float | None
+    cost_usd: float | None
+    findings: list[Finding] = field(default_factory=list)
+    replays: list[Replay] = field(default_factory=list)
+
+
+@dataclass
+class NearMiss:
+    step: int
+    metric: str
+    value: float | None
+    baseline: float | None
+    ratio: float | None
+    detail: str
+
+
+def _rows(store: Store, sql: str, run_id: str) -> list[dict[str, Any]]:
+    return store.query(sql, [run_id]).to_dicts()
+
+
+def load_incidents(store: Store, run_id: str) -> list[Incident]:
+    """Every incident of the run with its findings (strongest first) and replays."""
+    rows = _rows(store, "SELECT * FROM incidents WHERE run_id = ? ORDER BY incident_id", run_id)
+    incidents = [_incident(r) for r in rows]
+    by_id = {i.incident_id: i for i in incidents}
+    for f in _rows(store, "SELECT * FROM findings WHERE run_id = ?", run_id):
+        if f["incident_id"] in by_id:
+            by_id[f["incident_id"]].findings.append(_finding(f))
+    for r in _rows(store, "SELECT * FROM replays WHERE run_id = ?", run_id):
+        if r["incident_id"] in by_id:
+            by_id[r["incident_id"]].replays.append(_replay(r))
+    for inc in incidents:
+        inc.findings.sort(key=lambda f: (not f.triggered, -(f.confidence or 0.0), f.rule_id))
+        inc.replays.sort(key=lambda r: (r.probe, r.hypothesis))
+    return incidents
+
+
+def _incident(r: dict[str, Any]) -> Incident:
+    peaks = _json(r["peaks"], [])
+    features = _json(r["features"], {})
+    return Incident(
+        incident_id=int(r["incident_id"]),
+        metric=r["metric"] or "loss",
+        onset_step=int(r["onset_step"]),
+        peak_step=int(r["peak_step"] if r["peak_step"] is not None else r["onset_step"]),
+        end_step=r["end_step"],
+        pre_value=r["pre_value"],
+        peak_value=r["peak_value"],
+        post_value=r["post_value"],
+        grad_norm_peak=r["grad_norm_peak"],
+        type=None if r["type"] is None else str(r["type"]),
+        cause=r["cause"],
+        confidence=r["confidence"],
+        recovery=r["recovery"],
+        restart_checkpoint_step=r["restart_checkpoint_step"],
+        peaks=peaks if isinstance(peaks, list) else [],
+        evidence=_evidence(r["evidence"]),
+        features=features if isinstance(features, dict) else {},
+        replay=r["replay"],
+        steps_lost=r["steps_lost"],
+        tokens_lost=r["tokens_lost"],
+        gpu_hours_lost=r["gpu_hours_lost"],
+        cost_usd=r["cost_usd"],
+    )
+
+
+def _finding(r: dict[str, Any]) -> Finding:
+    return Finding(
+        rule_id=r["rule_id"],
+        cause=r["cause"],
+        triggered=bool(r["triggered"]),
+        confidence=r["confidence"],
+        recovery=r["recovery"],
+        evidence=_evidence(r["evidence"]),
+        replay=r["replay"],
+    )
+
+
+def _replay(r: dict[str, Any]) -> Replay:
+    numbers = _json(r["numbers"], {})
+    return Replay(
+        probe=r["probe"],
+        hypothesis=r["hypothesis"],
+        verdict=r["verdict"],
+        numbers=numbers if isinstance(numbers, dict) else {},
+        detail=r["detail"] or "",
+        device=r["device"],
+        wall_s=r["wall_s"],
+    )
+
+
+def load_near_misses(store: Store, run_id: str) -> list[NearMiss]:
+    sql = "SELECT * FROM near_misses WHERE run_id = ? ORDER BY step, metric"
+    return [
+        NearMiss(r["step"], r["metric"], r["value"], r["baseline"], r["ratio"], r["detail"] or "")
+        for r in _rows(store, sql, run_id)
+    ]
+
+
+def load_config(store: Store, run_id: str) -> dict[str, Any]:
+    """The run's config. (Not `Store.run_config`: its `fetchone()` leaves a DuckDB 2.0 result
+    open, and the next `Store.query` on the connection then fails.)"""
+    rows = _rows(store, "SELECT config FROM runs WHERE run_id = ?", run_id)
+    config = _json(rows[0]["config"], {}) if rows else {}
+    return config if isinstance(config, dict) else {}
+
+
+def load_sources(store: Store, run_id: str) -> list[dict[str, Any]]:
+    sql = "SELECT path, kind, format, rows FROM sources WHERE run_id = ? ORDER BY kind, path"
+    return _rows(store, sql, run_id)
+
+
+def load_checkpoint_steps(store: Store, run_id: str) -> list[int]:
+    sql = "SELECT DISTINCT step FROM checkpoints WHERE run_id = ? AND step IS NOT NULL ORDER BY 1"
+    return [int(r["step"]) for r in _rows(store, sql, run_id)]
+
+
+def load_coverage(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """Per metric: how many steps, first and last step, median interval between logged steps."""
+    sql = """SELECT metric, count(*) AS n, min(step) AS first, max(step) AS last,
+                median(gap) AS interval FROM (
+                SELECT metric, step, step - lag(step) OVER (PARTITION BY metric ORDER BY step)
+                    AS gap FROM metrics WHERE run_id = ?)
+             GROUP BY metric ORDER BY metric"""
+    return _rows(store, sql, run_id)

@@ -1,0 +1,39 @@
+"""Snapshot tests: the fixed runs render to the committed Markdown, byte for byte.
+
+Regenerate after an intended change with `FORENSICS_UPDATE_GOLDEN=1 pytest tests/report`,
+then review the diff of tests/report/golden/ like code.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from reportdb import RUNS, render_docs
+
+from forensics.store.db import Store
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("FORENSICS_UPDATE_GOLDEN") == "1"
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_markdown_matches_golden(store: Store, run: str) -> None:
+    docs = render_docs(store, run)
+    folder = GOLDEN / run
+    if UPDATE:
+        for old in folder.rglob("*.md"):
+            old.unlink()
+        for rel, text in docs.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text, encoding="utf-8")
+    expected = sorted(str(p.relative_to(folder)) for p in folder.rglob("*.md"))
+    assert sorted(docs) == expected, "documents differ from the golden set"
+    for rel, text in docs.items():
+        golden = (folder / rel).read_text(encoding="utf-8")
+        assert text == golden, f"{run}/{rel} differs from its golden file (see module doc)"
+
+
+def test_rendering_is_deterministic(store: Store) -> None:
+    assert render_docs(store, RUNS[0]) == render_docs(store, RUNS[0])

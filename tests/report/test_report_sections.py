@@ -1,0 +1,98 @@
+"""Every rendered document is complete: all sections, none empty, no template leaks."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from mdcheck import POSTMORTEM_SECTIONS, SUMMARY_SECTIONS, bad_tables, leaks, sections
+from reportdb import RUNS, render_docs
+
+from forensics.store import open_store
+from forensics.store.db import Store
+
+
+@pytest.fixture(scope="module")
+def docs(report_db: Path) -> dict[str, dict[str, str]]:
+    with open_store(report_db, read_only=True) as store:
+        return {run: render_docs(store, run) for run in RUNS}
+
+
+def postmortems(docs: dict[str, dict[str, str]]) -> list[tuple[str, str, str]]:
+    return [
+        (run, rel, text)
+        for run, d in docs.items()
+        for rel, text in d.items()
+        if rel.startswith("postmortems/")
+    ]
+
+
+def test_every_incident_type_is_covered(docs: dict[str, dict[str, str]]) -> None:
+    heads = " ".join(text.splitlines()[3] for _, _, text in postmortems(docs))
+    for kind in ("Type 1 — recoverable", "Type 2 — lingering", "Type 3 — divergent"):
+        assert kind in heads
+
+
+def test_postmortems_have_every_section_filled(docs: dict[str, dict[str, str]]) -> None:
+    for run, rel, text in postmortems(docs):
+        found = sections(text)
+        assert list(found) == POSTMORTEM_SECTIONS, f"{run}/{rel}: sections {list(found)}"
+        for title, body in found.items():
+            assert body.strip(), f"{run}/{rel}: section {title!r} is empty"
+
+
+def test_summaries_have_every_section_filled(docs: dict[str, dict[str, str]]) -> None:
+    for run, d in docs.items():
+        found = sections(d["README.md"])
+        assert list(found) == SUMMARY_SECTIONS, f"{run}: sections {list(found)}"
+        assert all(body.strip() for body in found.values()), run
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_no_template_leaks_and_tables_are_rectangular(
+    docs: dict[str, dict[str, str]], run: str
+) -> None:
+    for rel, text in docs[run].items():
+        assert not leaks(text), f"{run}/{rel}: {leaks(text)}"
+        assert not bad_tables(text), f"{run}/{rel}: ragged rows {bad_tables(text)}"
+
+
+def test_heading_has_wall_clock_time_or_step(docs: dict[str, dict[str, str]]) -> None:
+    heading = {(run, rel): text.splitlines()[0] for run, rel, text in postmortems(docs)}
+    assert heading[("gpt-1b-fp16", "postmortems/spike-01.md")] == (
+        "# Spike #1 — 2024-03-05 11:34 UTC"
+    )
+    assert heading[("llm-13b-bf16", "postmortems/spike-01.md")] == "# Spike #1 — step 2500"
+    for line in heading.values():
+        assert re.fullmatch(r"# Spike #\d+ — (\d{4}-\d\d-\d\d \d\d:\d\d UTC|step \d+)", line)
+
+
+def test_a_run_without_incidents_says_so(docs: dict[str, dict[str, str]]) -> None:
+    readme = docs["clean-350m"]["README.md"]
+    assert "**No incident was detected in this run**" in readme.splitlines()[3]
+    assert list(docs["clean-350m"]) == ["README.md"]
+
+
+def test_summary_lists_and_links_every_incident(store: Store) -> None:
+    readme = render_docs(store, "gpt-1b-fp16")["README.md"]
+    for n in (1, 2, 3):
+        assert f"[spike-0{n}.md](postmortems/spike-0{n}.md)" in readme
+
+
+def test_cost_says_what_is_unknown(docs: dict[str, dict[str, str]]) -> None:
+    cost = sections(docs["llm-13b-bf16"]["postmortems/spike-02.md"])["Cost of incident"]
+    assert "| GPU-hours | unknown |" in cost
+    assert "pass `--world-size N`" in cost
+    known = sections(docs["gpt-1b-fp16"]["postmortems/spike-01.md"])["Cost of incident"]
+    assert "× 64 GPUs" in known and "$2.50/GPU-hour" in known
+
+
+def test_competing_hypotheses_cite_replay_refutation(docs: dict[str, dict[str, str]]) -> None:
+    text = sections(docs["gpt-1b-fp16"]["postmortems/spike-01.md"])["Classification"]
+    assert "replay probe `fresh_optimizer` refuted it" in text
+
+
+def test_missing_fp16_metric_asked_only_for_fp16(docs: dict[str, dict[str, str]]) -> None:
+    assert "`loss_scale`" not in sections(docs["llm-13b-bf16"]["README.md"])["Metrics coverage"]
+    assert "`param_norm`" in sections(docs["llm-13b-bf16"]["README.md"])["Metrics coverage"]

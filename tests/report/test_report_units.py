@@ -1,0 +1,138 @@
+"""Small pieces of the report stage: formatting, vocabulary lookups, decimation, browser."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from forensics.report import fmt
+from forensics.report.export import find_chromium
+from forensics.report.figures import decimate, use_log
+from forensics.report.knowledge import Knowledge, action_argument
+from forensics.report.render import environment, knowledge
+
+
+@pytest.fixture(scope="module")
+def kb() -> Knowledge:
+    return knowledge(environment())
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "n/a"),
+        (float("nan"), "NaN"),
+        (float("inf"), "+Inf"),
+        (2400, "2400"),
+        (36000, "36,000"),
+        (3.14159, "3.142"),
+        (262623.4, "262,623"),
+        (3e-4, "3e-04"),
+        (0.00025956, "2.596e-04"),
+        (True, "yes"),
+        ("fp16", "fp16"),
+    ],
+)
+def test_num(value: object, text: str) -> None:
+    assert fmt.num(value) == text
+
+
+def test_other_filters() -> None:
+    assert fmt.pct(0.823) == "82%" and fmt.pct(None) == "n/a"
+    assert fmt.ratio(6.2, 3.1) == "×2" and fmt.ratio(7539, 1.5) == "×5,026"
+    assert fmt.ratio(1.0, 0.0) == "n/a" and fmt.ratio(None, 1.0) == "n/a"
+    assert fmt.count(1_310_720_000) == "1.31 B" and fmt.count(14_680_064) == "14.7 M"
+    assert fmt.usd(6.656) == "$6.66" and fmt.usd(1234.5) == "$1,234"
+    assert fmt.utc(1709625600.0) == "2024-03-05 08:00 UTC"
+    assert fmt.plural(1, "row") == "1 row" and fmt.plural(36000, "row") == "36,000 rows"
+    assert fmt.cell("a|b\nc") == "a\\|b c" and fmt.cell([1, 2]) == "1, 2"
+    assert fmt.cell(list(range(9))) == "list of 9"
+    assert fmt.sentence("adam's v") == "Adam's v"
+
+
+@pytest.mark.parametrize(
+    ("raw", "key", "name"),
+    [
+        ("recoverable", "1", "recoverable"),
+        ("1", "1", "recoverable"),
+        ("Type-2", "2", "lingering"),
+        ("divergent", "3", "divergent"),
+        ("exploded", "?", "unclassified"),
+        (None, "?", "unclassified"),
+    ],
+)
+def test_incident_types(kb: Knowledge, raw: str | None, key: str, name: str) -> None:
+    entry = kb.incident_type(raw)
+    assert (entry.key, entry.name) == (key, name)
+
+
+def test_every_detector_cause_and_action_has_text(kb: Knowledge) -> None:
+    """The vocabulary of forensics/detect/model.py is described in lessons.yaml."""
+    causes = [
+        "rare_tokens",
+        "stale_beta2",
+        "lr_too_high",
+        "fp16_overflow",
+        "data_corruption",
+        "hardware_fault",
+        "unknown",
+    ]
+    actions = ["continue", "skip_batch", "restart_from_checkpoint", "lower_lr", "data_swap"]
+    for cause in causes:
+        entry = kb.cause(cause)
+        assert entry.key == cause and entry.lessons and "no description" not in entry.description
+    for name in actions:
+        assert kb.action(name) is not None, name
+    assert kb.cause("Stale-Adam").key == "stale_beta2"
+    assert kb.action("skip_batch:3") is kb.action("skip-batch")
+
+
+def test_unknown_cause_falls_back_by_name(kb: Knowledge) -> None:
+    entry = kb.cause("tokenizer_glitch")
+    assert entry.title == "tokenizer glitch"
+    assert "lessons.yaml" in entry.description and entry.lessons
+
+
+def test_action_argument() -> None:
+    assert action_argument("skip_batch:3") == 3
+    assert action_argument("skip_batch(12)") == 12
+    assert action_argument("skip_batch") is None and action_argument(None) is None
+
+
+def test_decimate_keeps_every_spike() -> None:
+    steps = list(range(100_000))
+    values = [2.0 + 0.01 * math.sin(s) for s in steps]
+    values[31_219] = 5.1
+    values[77_777] = 0.5
+    xs, ys = decimate(steps, values)
+    assert len(xs) <= 4_002 and xs == sorted(xs)
+    assert (31_219, 5.1) in zip(xs, ys, strict=True) and 0.5 in ys
+
+
+def test_log_axis_only_for_wide_positive_ranges() -> None:
+    assert use_log([1.0, 100.0]) and not use_log([2.0, 5.0]) and not use_log([0.0, 100.0])
+
+
+def test_find_chromium_respects_env(tmp_path: Path) -> None:
+    assert find_chromium({"FORENSICS_CHROMIUM": "off"}) == (
+        None,
+        "PNG export is turned off by FORENSICS_CHROMIUM='off'",
+    )
+    path, why = find_chromium({"BROWSER_PATH": str(tmp_path / "nope")})
+    assert path is None and "is not an executable file" in why
+    fake = tmp_path / "chrome"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert find_chromium({"FORENSICS_CHROMIUM": str(fake)}) == (str(fake), "")
+
+
+def test_missing_repo_folder_is_a_clear_error(tmp_path: Path) -> None:
+    from forensics.report.locate import MissingFolderError, repo_folder, templates_dir
+
+    assert (templates_dir() / "postmortem.md.j2").is_file()
+    with pytest.raises(
+        MissingFolderError, match=r'"sample_logs/" folder: looked in .*pip install -e'
+    ):
+        repo_folder("sample_logs", root=tmp_path)
