@@ -96,12 +96,16 @@ def _canonicalise(
 ) -> pl.DataFrame:
     table = alias_table(aliases)
     df = result.metrics
-    raw = df["raw_name"].unique().to_list()
+    raw = df["raw_name"].unique().drop_nulls().sort().to_list()
     mapping = {r: table.canonical(r) for r in raw}
+    # Enum (dictionary) columns, not strings: a 1M-step log is 8M rows, and mapping names,
+    # grouping by them and handing them to DuckDB then costs integer codes, not 8M strings.
+    metric_type = pl.Enum(sorted(set(mapping.values())))
+    df = df.with_columns(pl.col("raw_name").cast(pl.Enum(raw)))
     df = df.with_columns(
-        pl.col("raw_name").replace_strict(mapping, return_dtype=pl.Utf8).alias("metric"),
-        pl.lit(run_id).alias("run_id"),
-        pl.lit(source).alias("source"),
+        pl.col("raw_name").replace_strict(mapping, return_dtype=metric_type).alias("metric"),
+        pl.lit(run_id, dtype=pl.Enum([run_id])).alias("run_id"),
+        pl.lit(source, dtype=pl.Enum([source])).alias("source"),
     )
     return _drop_repeated_steps(df, result)
 

@@ -1,0 +1,424 @@
+"""Run configuration files: recognise them, parse them, and name the settings forensics needs.
+
+A run's hyperparameters are spread over whatever its framework writes (`config.json`,
+Lightning's `hparams.yaml`, HF `training_args.json`, an argparse `Namespace(...)` dump,
+W&B's `config.yaml`). `load_config` keeps every raw key (nested keys flattened with
+'.') and adds *canonical* keys that later stages read without knowing the framework:
+
+    beta1, beta2, peak_lr, min_lr, warmup_steps, grad_clip, precision (fp16|bf16|fp32|fp8),
+    world_size, seq_len, global_batch_size, total_steps, seed, tokens_per_step
+
+Where a raw key already has a canonical name but a different spelling of its value
+(Lightning's `precision: bf16-mixed`), the canonical value wins and the raw one is kept
+under `<key>_raw`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from forensics.errors import InputError
+
+_CONFIG_NAMES = frozenset(
+    {
+        "config.json", "config.yaml", "config.yml", "args.json", "args.yaml", "args.txt",
+        "hparams.yaml", "hparams.yml", "hparams.json", "training_args.json",
+        "train_config.json", "train_config.yaml", "params.json", "run_config.json",
+        "run_config.yaml", "model_config.yaml", "cmd_args.txt",
+    }
+)  # fmt: skip
+# Never a config even when the name looks like one: they hold per-step metrics or state.
+_NOT_CONFIG_NAMES = frozenset({"trainer_state.json", "wandb-summary.json", "wandb-metadata.json"})
+# JSON that is really a metrics log: HF trainer state, Megatron golden values.
+_METRIC_MARKERS = ('"log_history"', '"step_interval"')
+_SNIFF_BYTES = 65536
+_NAMESPACE = re.compile(r"^\s*Namespace\(")
+# One setting per line, one value token: `--lr 3e-4`, `lr=3e-4`, `lr: 3e-4` (not log lines).
+_KEY_VALUE_LINE = re.compile(
+    r"""^\s*-{0,2}[A-Za-z_][\w.\-]*\s*(?:[:=]\s*|\s+)("[^"]*"|'[^']*'|\S+)?\s*$"""
+)
+
+
+# ----- recognising ------------------------------------------------------------------------
+
+
+def is_config_file(path: Path) -> bool:
+    """True for a run-config file; False for metric logs that merely share an extension.
+
+    Recognition is by name (the set above, plus `*_config.json|yaml`), then confirmed by a
+    look at the head, so a JSONL log or a metrics JSON called `config.json` is not taken.
+    """
+    name = path.name.lower()
+    if name in _NOT_CONFIG_NAMES or not path.is_file():
+        return False
+    named = name in _CONFIG_NAMES or re.fullmatch(r".+[_-](config|args)\.(json|ya?ml)", name)
+    if not named:
+        return False
+    head = _head(path)
+    if name.endswith(".json"):
+        return _looks_like_json_config(head)
+    if name.endswith(".txt"):
+        return bool(_NAMESPACE.match(head)) or _looks_like_key_values(head)
+    return not any(m in head for m in _METRIC_MARKERS)
+
+
+def _head(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+
+
+def _looks_like_json_config(head: str) -> bool:
+    """One JSON object (not JSON lines, not a metrics document)."""
+    text = head.lstrip()
+    if not text.startswith("{") or any(m in head for m in _METRIC_MARKERS):
+        return False
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    # JSONL: several lines that each hold a whole object.
+    whole = [ln for ln in lines[:3] if ln.strip().startswith("{") and ln.strip().endswith("}")]
+    return len(whole) < 2
+
+
+def _looks_like_key_values(head: str) -> bool:
+    lines = [ln for ln in head.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return bool(lines) and all(_KEY_VALUE_LINE.match(ln) for ln in lines[:20])
+
+
+# ----- parsing ----------------------------------------------------------------------------
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """Parse a config file: raw keys flattened with '.', plus the canonical keys."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"cannot read config: {exc}") from exc
+    data = _parse(path, text)
+    if not isinstance(data, dict):
+        raise InputError(path, f"config is a {type(data).__name__}", expected="a mapping")
+    return normalise_config(_unwrap_wandb(data))
+
+
+def normalise_config(data: dict[str, Any]) -> dict[str, Any]:
+    """Flatten nested keys with '.' and add the canonical keys (readers use this too)."""
+    flat = flatten(data)
+    return add_canonical(flat)
+
+
+def _parse(path: Path, text: str) -> Any:
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return _parse_json(path, text)
+    if _NAMESPACE.match(text):
+        return _parse_namespace(path, text)
+    if suffix == ".txt":
+        return _parse_key_values(path, text)
+    return _parse_yaml(path, text)
+
+
+def _parse_json(path: Path, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from exc
+    except (ValueError, RecursionError) as exc:
+        raise InputError(path, f"not valid JSON: {exc}") from exc
+
+
+class _LenientLoader(yaml.SafeLoader):
+    """SafeLoader that reads Python-object tags (Lightning hparams of custom types) as data."""
+
+
+def _construct_any(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        return loader.construct_mapping(node, deep=True)
+    if isinstance(node, yaml.SequenceNode):
+        return loader.construct_sequence(node, deep=True)
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_LenientLoader.add_multi_constructor("tag:yaml.org,2002:python/", _construct_any)
+_LenientLoader.add_multi_constructor("!", _construct_any)
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_LenientLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(path, f"not valid YAML: {problem}", line=line) from exc
+    except RecursionError as exc:
+        raise InputError(path, "not valid YAML: nested too deeply") from exc
+
+
+def _parse_namespace(path: Path, text: str) -> dict[str, Any]:
+    """`Namespace(lr=0.1, betas=(0.9, 0.95), name='x')` as printed by argparse."""
+    try:
+        call = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        msg = f"not a valid Namespace(...) dump: {exc.msg}"
+        raise InputError(path, msg, line=exc.lineno) from exc
+    if not isinstance(call, ast.Call):
+        raise InputError(path, "not a Namespace(...) dump", expected="Namespace(key=value, ...)")
+    out: dict[str, Any] = {}
+    for kw in call.keywords:
+        if kw.arg is None:
+            continue
+        try:
+            out[kw.arg] = ast.literal_eval(kw.value)
+        except (ValueError, SyntaxError, TypeError):
+            out[kw.arg] = ast.get_source_segment(text.strip(), kw.value)  # e.g. a device object
+    return out
+
+
+def _parse_key_values(path: Path, text: str) -> dict[str, Any]:
+    """`key: value`, `key=value` or `--key value` lines (args.txt written by hand or shell)."""
+    out: dict[str, Any] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = re.match(r"^\s*-{0,2}([\w.\-]+)\s*(?:[:=]\s*|\s+)(.*?)\s*$", line)
+        if m is None:
+            raise InputError(path, "cannot parse line", line=n, expected="key: value or key=value")
+        out[m.group(1)] = coerce_scalar(m.group(2))
+    return out
+
+
+def _unwrap_wandb(data: dict[str, Any]) -> dict[str, Any]:
+    """W&B's config.yaml wraps each value as {desc: ..., value: X}; keep X, drop `_wandb`."""
+    items = {k: v for k, v in data.items() if k not in ("wandb_version", "_wandb")}
+    wrapped = items and all(isinstance(v, dict) and "value" in v for v in items.values())
+    if not wrapped or len(items) == len(data):
+        return data
+    return {k: v["value"] for k, v in items.items()}
+
+
+def coerce_scalar(text: str) -> Any:
+    """A string parameter (MLflow params, args.txt) as the number/bool/None it spells."""
+    s = text.strip()
+    low = s.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null", ""):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(s)  # type: ignore[operator]
+        except ValueError:
+            pass
+    return s
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings become dotted keys; lists and scalars are kept as they are."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+# ----- canonical keys ---------------------------------------------------------------------
+
+# Spellings per canonical key, most specific first. A spelling matches a flattened key
+# equal to it or ending in '.' + it (so `optimizer.lr` matches `lr`), case-insensitively.
+_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "beta1": ("beta1", "adam_beta1", "optimizer.beta1", "b1"),
+    "beta2": ("beta2", "adam_beta2", "optimizer.beta2", "b2"),
+    "betas": ("betas", "adam_betas", "optimizer.betas", "optim.betas"),
+    "peak_lr": ("peak_lr", "max_lr", "lr_max", "lr", "learning_rate", "base_lr", "max_lr_rate"),
+    "min_lr": ("min_lr", "lr_min", "min_learning_rate", "eta_min", "final_lr", "end_lr"),
+    "warmup_steps": (
+        "warmup_steps", "warmup_iters", "lr_warmup_iters", "lr_warmup_steps",
+        "num_warmup_steps", "warmup_updates", "warmup",
+    ),
+    "warmup_fraction": ("warmup_ratio", "lr_warmup_fraction", "warmup_fraction", "pct_start"),
+    "grad_clip": (
+        "grad_clip", "clip_grad", "max_grad_norm", "gradient_clip_val", "clip_grad_norm",
+        "grad_clip_norm", "clip_norm", "gradient_clipping",
+    ),
+    "precision": ("precision", "mixed_precision", "amp_dtype", "dtype", "params_dtype"),
+    "world_size": ("world_size", "n_gpus", "num_gpus", "ngpus", "total_gpus"),
+    "gpus_per_node": ("gpus_per_node", "nproc_per_node", "num_gpus_per_node", "devices", "gpus"),
+    "nodes": ("num_nodes", "nnodes", "n_nodes", "nodes"),
+    "seq_len": (
+        "seq_len", "seq_length", "max_seq_len", "max_seq_length", "block_size",
+        "context_length", "sequence_length", "encoder_seq_length",
+    ),
+    "global_batch_size": ("global_batch_size", "total_batch_size", "gbs", "global_batch"),
+    "micro_batch_size": (
+        "micro_batch_size", "per_device_train_batch_size", "train_micro_batch_size_per_gpu",
+        "micro_batch", "device_train_batch_size", "batch_size",
+    ),
+    "grad_accum": (
+        "gradient_accumulation_steps", "grad_accum", "accumulate_grad_batches",
+        "gradient_accumulation", "grad_accum_steps",
+    ),
+    "total_steps": (
+        "total_steps", "max_steps", "train_iters", "max_iters", "num_training_steps",
+        "total_iters", "num_iterations", "train_steps",
+    ),
+    "seed": ("seed", "random_seed", "global_seed"),
+    "tokens_per_step": ("tokens_per_step", "tokens_per_batch", "batch_size_tokens"),
+}  # fmt: skip
+
+
+def _lookup_name(key: str) -> str:
+    """`MODEL_ARGS.--adam-beta2` (Megatron CI model_config.yaml) → `model_args.adam_beta2`."""
+    return ".".join(part.lstrip("-").replace("-", "_") for part in key.lower().split("."))
+
+
+class _Lookup:
+    """Finds the first flattened key matching a spelling (names as `_lookup_name` gives)."""
+
+    def __init__(self, flat: dict[str, Any]) -> None:
+        self.items = [(_lookup_name(k), v) for k, v in flat.items()]
+
+    def first(self, spellings: Iterable[str], accept: Callable[[Any], Any]) -> Any:
+        for spelling in spellings:
+            for key, value in self.items:
+                if key == spelling or key.endswith("." + spelling):
+                    got = accept(value)
+                    if got is not None:
+                        return got
+        return None
+
+    def get(self, canon: str, accept: Callable[[Any], Any]) -> Any:
+        return self.first(_SPELLINGS[canon], accept)
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, also from a string ("3e-4": YAML reads it as text)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = coerce_scalar(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _positive_int(value: Any) -> int | None:
+    num = _number(value)
+    return int(num) if num is not None and num > 0 and num == int(num) else None
+
+
+def _nonneg_int(value: Any) -> int | None:
+    num = _number(value)
+    return int(num) if num is not None and num >= 0 and num == int(num) else None
+
+
+def _pair(value: Any) -> tuple[float, float] | None:
+    if isinstance(value, str):
+        try:
+            value = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            return None
+    if isinstance(value, list | tuple) and len(value) == 2:
+        a, b = _number(value[0]), _number(value[1])
+        if a is not None and b is not None:
+            return a, b
+    return None
+
+
+def _precision_name(value: Any) -> str | None:
+    """fp16/bf16/fp32/fp8/fp64 from the many spellings (16-mixed, torch.bfloat16, 'half')."""
+    if isinstance(value, bool) or value is None:
+        return None
+    s = str(value).lower()
+    table = [
+        ("bf16", ("bf16", "bfloat16")),
+        ("fp8", ("fp8", "float8", "e4m3")),
+        ("fp16", ("fp16", "float16", "half", "16")),
+        ("fp64", ("fp64", "float64", "double", "64")),
+        ("fp32", ("fp32", "float32", "float", "32", "tf32", "no")),
+    ]
+    for name, needles in table:
+        if any(n in s for n in needles):
+            return name
+    return None
+
+
+def _precision(look: _Lookup) -> str | None:
+    for flag in ("bf16", "fp16", "fp8"):  # Megatron/HF boolean flags: bf16: true
+        if look.first((flag,), lambda v: True if v is True else None):
+            return flag
+    return look.get("precision", _precision_name)
+
+
+def _world_size(look: _Lookup) -> int | None:
+    direct = look.get("world_size", _positive_int)
+    if direct is not None:
+        return int(direct)
+    per_node = look.get("gpus_per_node", _positive_int)
+    if per_node is None:
+        return None
+    nodes = look.get("nodes", _positive_int) or 1
+    return int(per_node) * int(nodes)
+
+
+def _global_batch(look: _Lookup, world: int | None) -> int | None:
+    direct = look.get("global_batch_size", _positive_int)
+    if direct is not None:
+        return int(direct)
+    micro = look.get("micro_batch_size", _positive_int)
+    if micro is None or world is None:
+        return None
+    accum = look.get("grad_accum", _positive_int) or 1
+    return int(micro) * int(accum) * world
+
+
+def _derived(look: _Lookup) -> dict[str, Any]:
+    """Canonical values that are computed from several keys."""
+    out: dict[str, Any] = {}
+    betas = look.get("betas", _pair)
+    for i, key in enumerate(("beta1", "beta2")):
+        direct = look.get(key, _number)
+        out[key] = direct if direct is not None or betas is None else betas[i]
+    out["precision"] = _precision(look)
+    out["world_size"] = _world_size(look)
+    out["global_batch_size"] = _global_batch(look, out["world_size"])
+    out["total_steps"] = look.get("total_steps", _positive_int)
+    warmup = look.get("warmup_steps", _nonneg_int)
+    frac = look.get("warmup_fraction", _number)
+    if warmup is None and frac is not None and out["total_steps"]:
+        warmup = round(frac * out["total_steps"])
+    out["warmup_steps"] = warmup
+    out["seq_len"] = look.get("seq_len", _positive_int)
+    tokens = look.get("tokens_per_step", _positive_int)
+    if tokens is None and out["global_batch_size"] and out["seq_len"]:
+        tokens = out["global_batch_size"] * out["seq_len"]
+    out["tokens_per_step"] = tokens
+    return out
+
+
+def add_canonical(flat: dict[str, Any]) -> dict[str, Any]:
+    """Return `flat` plus every canonical key that can be found or computed."""
+    look = _Lookup(flat)
+    found: dict[str, Any] = {
+        "peak_lr": look.get("peak_lr", _number),
+        "min_lr": look.get("min_lr", _number),
+        "grad_clip": look.get("grad_clip", _number),
+        "seed": look.get("seed", _nonneg_int),
+        **_derived(look),
+    }
+    out = dict(flat)
+    for key, value in found.items():
+        if value is None:
+            continue
+        if key in out and out[key] != value:
+            out[f"{key}_raw"] = out[key]
+        out[key] = value
+    return out

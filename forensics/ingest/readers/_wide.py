@@ -1,0 +1,170 @@
+"""Wide metric tables (one row per logged record, one column per metric) to long form.
+
+JSONL, CSV/TSV/Parquet, W&B history exports and Lightning's `metrics.csv` all arrive as
+a wide table; this module holds the one set of rules they share, so the formats cannot
+drift apart:
+
+* Step column: the first of `STEP_KEYS` present. `trainer/global_step` and `global_step`
+  beat `step`, because W&B's `_step` and Lightning's per-call counters are log-call
+  counters, not optimizer steps; `step` beats `iteration`/`iter` because litgpt-style logs
+  count micro-iterations there. Every step key is bookkeeping, never a metric. A record
+  without the chosen step is skipped with a warning; a non-integer step is an error.
+* Wall time: the first of `WALL_TIME_KEYS` whose values look like a clock (epoch seconds,
+  milliseconds, microseconds or nanoseconds, or ISO-8601 text). A `time` column holding
+  durations (0.3 s per step) stays a metric.
+* Columns starting with '_' are logger bookkeeping (W&B `_runtime`, `_timestamp`,
+  `_wandb`, pandas' `__index_level_0__`), as are unnamed index columns.
+* Values: numbers as float64, booleans as 0/1, text that spells a number (`"nan"`,
+  `"inf"`, `"1.5"`) as that number; other text, lists and empty cells are no data.
+  NaN and ±Inf are kept: they are the evidence.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from forensics.errors import InputError
+
+STEP_KEYS: tuple[str, ...] = (
+    "trainer/global_step",
+    "global_step",
+    "step",
+    "iteration",
+    "iter",
+    "_step",
+)
+WALL_TIME_KEYS: tuple[str, ...] = ("wall_time", "_timestamp", "timestamp", "time")
+_INDEX_COLUMNS = frozenset({"", "index", "Unnamed: 0"})
+_EPOCH_MIN_S = 1e8  # 1973: smaller "times" are durations, not clock readings
+
+
+def pick_step_key(columns: list[str]) -> str | None:
+    present = set(columns)
+    return next((k for k in STEP_KEYS if k in present), None)
+
+
+def to_float(col: pl.Series) -> pl.Series | None:
+    """The column as float64 values (see the module rules), or None when it holds no number."""
+    dtype = col.dtype
+    if dtype == pl.Boolean or dtype.is_numeric():
+        out = col.cast(pl.Float64)
+    elif dtype == pl.String:
+        out = col.str.strip_chars().cast(pl.Float64, strict=False)
+    else:
+        return None
+    return out if out.null_count() < len(out) else None
+
+
+def _epoch_seconds(col: pl.Series) -> pl.Series | None:
+    """Seconds since the epoch when `col` looks like a clock, else None."""
+    if isinstance(col.dtype, pl.Datetime):  # a Parquet timestamp column
+        return col.dt.epoch("us").cast(pl.Float64) / 1e6
+    if col.dtype == pl.String:
+        num = to_float(col)
+        if num is None:
+            parsed = col.str.strip_chars().str.to_datetime(strict=False, time_zone="UTC")
+            if parsed.null_count() == len(parsed):
+                return None
+            return parsed.dt.epoch("us").cast(pl.Float64) / 1e6
+        col = num
+    elif not col.dtype.is_numeric():
+        return None
+    col = col.cast(pl.Float64)
+    finite = col.filter(col.is_finite())
+    if finite.is_empty():
+        return None
+    first = abs(float(finite[0]))
+    if first < _EPOCH_MIN_S:
+        return None
+    scale = 1.0 if first < 1e11 else 1e3 if first < 1e14 else 1e6 if first < 1e17 else 1e9
+    return col / scale
+
+
+def _wall_time(wide: pl.DataFrame) -> tuple[str | None, pl.Series | None]:
+    for key in WALL_TIME_KEYS:
+        if key in wide.columns:
+            seconds = _epoch_seconds(wide[key])
+            if seconds is not None:
+                return key, seconds
+    return None, None
+
+
+def _steps(wide: pl.DataFrame, key: str, path: Path, first_line: int | None) -> pl.Series:
+    """The step column as Int64 (nulls where a record has no step); errors name the line."""
+    raw = wide[key]
+    if raw.dtype.is_integer():
+        return raw.cast(pl.Int64)
+    values = to_float(raw) if raw.dtype != pl.Boolean else None
+    if values is None:
+        raise InputError(path, "no numeric step", field=key, expected="integer steps")
+    bad = (values.is_not_null() & (~values.is_finite() | (values != values.round(0)))).arg_true()
+    if bad.len():
+        row = int(bad[0])
+        line = first_line + row if first_line is not None else None
+        raise InputError(
+            path, f"step {raw[row]!r} is not an integer", line=line, field=key,
+            expected="integer steps",
+        )  # fmt: skip
+    return values.cast(pl.Int64)
+
+
+def metric_columns(wide: pl.DataFrame, exclude: set[str]) -> list[str]:
+    """Columns that may hold metrics: everything but step/wall keys, '_' and index columns."""
+    return [
+        c
+        for c in wide.columns
+        if c not in exclude
+        and c not in STEP_KEYS
+        and c not in _INDEX_COLUMNS
+        and not c.startswith("_")
+    ]
+
+
+def wide_to_long(
+    wide: pl.DataFrame, path: Path, *, first_line: int | None = None
+) -> tuple[pl.DataFrame, list[str]]:
+    """Long-form metrics (step, raw_name, value, wall_time) and warnings from a wide table.
+
+    `first_line` is the file line of row 0 (rows on consecutive lines), so that errors can
+    name a line; None where rows and lines do not correspond.
+    """
+    key = pick_step_key(wide.columns)
+    if key is None:
+        raise InputError(path, "no step column", expected=f"one of {', '.join(STEP_KEYS)}")
+    steps = _steps(wide, key, path, first_line)
+    wall_key, wall = _wall_time(wide)
+    if wall is None:
+        wall = pl.repeat(None, wide.height, dtype=pl.Float64, eager=True)
+    long = _stack(wide, steps, wall, {wall_key} if wall_key else set())
+    missing = steps.null_count()
+    warnings = [f"{missing} records without a '{key}' value were skipped"] if missing else []
+    if missing or long["value"].null_count():  # skip an 8M-row copy when nothing is missing
+        long = long.filter(pl.col("value").is_not_null() & pl.col("step").is_not_null())
+    return long, warnings
+
+
+def _stack(
+    wide: pl.DataFrame, steps: pl.Series, wall: pl.Series, exclude: set[str]
+) -> pl.DataFrame:
+    """One block of rows per metric column, stacked without copying (rechunk=False)."""
+    parts = []
+    for name in metric_columns(wide, exclude):
+        values = to_float(wide[name])
+        if values is not None:
+            parts.append(_long_part(steps, name, values, wall))
+    if not parts:
+        return pl.DataFrame(schema={"step": pl.Int64, "raw_name": pl.Utf8, "value": pl.Float64})
+    return pl.concat(parts, rechunk=False)
+
+
+def _long_part(steps: pl.Series, name: str, values: pl.Series, wall: pl.Series) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "step": steps,
+            "raw_name": pl.repeat(name, len(steps), dtype=pl.Utf8, eager=True),
+            "value": values,
+            "wall_time": wall.cast(pl.Float64),
+        }
+    )

@@ -1,0 +1,125 @@
+"""Hugging Face Trainer `trainer_state.json`.
+
+`log_history` mixes three kinds of entries in one list, all with `step` and `epoch`:
+training entries (`loss`, `grad_norm`, `learning_rate`), evaluation entries (`eval_*`,
+kept under their own raw names so `eval_loss` can never be mixed into `loss`), and one
+closing summary (`train_runtime`, `train_loss`, ...). The summary's `train_loss` is the
+average over the whole run: it is stored as `train_loss_final`, never as a per-step loss,
+and the rest of the summary goes to the config under `trainer_summary.*`. `epoch` is
+stored once per step although every entry repeats it.
+
+Config: the state's own fields (max_steps, train_batch_size, logging_steps, ...) plus a
+sibling `config.json` / `training_args.json` when present (`training_args.bin` is a
+pickle and is not loaded).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from forensics.errors import InputError
+from forensics.ingest.base import Reader, ReadResult, register
+from forensics.ingest.config import is_config_file, load_config, normalise_config
+
+_SUMMARY_KEYS = frozenset(
+    {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
+     "train_loss"}
+)  # fmt: skip
+_SIBLING_CONFIGS = ("config.json", "training_args.json", "args.json")
+
+
+@register
+class HfTrainerReader(Reader):
+    name = "hf_trainer"
+    description = "Hugging Face Trainer trainer_state.json (log_history)"
+    priority = 10  # a JSON document with log_history is never anything else
+
+    def sniff(self, path: Path, head: str) -> bool:
+        return head.lstrip().startswith("{") and '"log_history"' in head
+
+    def read(self, path: Path) -> ReadResult:
+        state = _load(path)
+        history = state.get("log_history")
+        if not isinstance(history, list):
+            raise InputError(path, "not a list", field="log_history", expected="a list of dicts")
+        rows, summary, warnings = _rows(history)
+        metrics = pl.DataFrame(
+            rows, schema={"step": pl.Int64, "raw_name": pl.Utf8, "value": pl.Float64}, orient="row"
+        )
+        return ReadResult(metrics, config=_config(path, state, summary), warnings=warnings)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InputError(path, f"cannot read: {str(exc)[:80]}") from exc
+    if not isinstance(data, dict):
+        raise InputError(path, "not a JSON object", expected="a trainer_state.json document")
+    return data
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def _rows(history: list[Any]) -> tuple[list[tuple[int, str, float]], dict[str, Any], list[str]]:
+    """(step, raw name, value) rows, the closing summary, and warnings."""
+    rows: list[tuple[int, str, float]] = []
+    summary: dict[str, Any] = {}
+    epoch_steps: set[int] = set()
+    skipped = 0
+    for entry in history:
+        step = entry.get("step") if isinstance(entry, dict) else None
+        if isinstance(step, bool) or not isinstance(step, int):
+            skipped += 1
+            continue
+        rows += _entry_rows(entry, step, summary, epoch_steps)
+    warnings = [f"{skipped} log_history entries without an integer 'step' skipped"]
+    return rows, summary, warnings if skipped else []
+
+
+def _entry_rows(
+    entry: dict[str, Any], step: int, summary: dict[str, Any], epoch_steps: set[int]
+) -> list[tuple[int, str, float]]:
+    """One entry's values; the summary (it alone has train_runtime) fills `summary` instead."""
+    is_summary = "train_runtime" in entry
+    rows: list[tuple[int, str, float]] = []
+    for key, value in entry.items():
+        num = _number(value)
+        if key == "step" or num is None:
+            continue
+        if is_summary and key in _SUMMARY_KEYS:
+            summary[key] = value
+            if key == "train_loss":  # the run's average, not the loss at this step
+                rows.append((step, "train_loss_final", num))
+        elif key == "epoch" and step in epoch_steps:
+            continue  # every entry repeats the epoch: one row per step
+        else:
+            if key == "epoch":
+                epoch_steps.add(step)
+            rows.append((step, key, num))
+    return rows
+
+
+def _config(path: Path, state: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for name in _SIBLING_CONFIGS:
+        sibling = path.parent / name
+        if is_config_file(sibling):
+            merged.update(load_config(sibling))
+    fields = {k: v for k, v in state.items() if k != "log_history"}
+    merged.update(normalise_config({**fields, "trainer_summary": summary}))
+    return merged

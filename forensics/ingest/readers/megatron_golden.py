@@ -1,0 +1,128 @@
+"""Megatron-LM CI "golden values" JSON (tests/functional_tests/test_cases/**/golden_values*.json).
+
+    {"lm loss": {"start_step": 1, "end_step": 24000, "step_interval": 5,
+                 "values": {"1": 12.66411, "5": 12.64027, ...}}, "num-zeros": {...}, ...}
+
+Each top-level key is a metric and becomes a raw name as written (`lm loss`, `mtp_1 loss`,
+`iteration-time`, `mem-allocated-bytes`, `num-zeros`). Older files give `values` as a
+list, one per `step_interval` from `start_step`. The *string* "nan" means "no data at this
+step" (the run stopped before end_step, or a resumed run had not reached it): nothing is
+stored. A numeric NaN (a bare NaN token) is a real value and is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from forensics.errors import InputError
+from forensics.ingest.base import Reader, ReadResult, register
+
+_SCHEMA = {"step": pl.Int64, "raw_name": pl.Utf8, "value": pl.Float64}
+
+
+@register
+class MegatronGoldenReader(Reader):
+    name = "megatron_golden"
+    description = "Megatron-LM CI golden-values JSON (per-metric start/end/interval/values)"
+    priority = 10  # a JSON document this specific is never a generic log
+
+    def sniff(self, path: Path, head: str) -> bool:
+        return (
+            head.lstrip().startswith("{")
+            and '"values"' in head
+            and ('"step_interval"' in head or '"start_step"' in head)
+        )
+
+    def read(self, path: Path) -> ReadResult:
+        data = _load(path)
+        rows: list[tuple[int, str, float]] = []
+        warnings: list[str] = []
+        gaps: dict[tuple[int, int, int], list[str]] = {}
+        for name, spec in data.items():
+            if not isinstance(spec, dict) or "values" not in spec:
+                warnings.append(f"key {name!r} is not a metric series (no 'values'): skipped")
+                continue
+            got, missing = _series(path, name, spec)
+            rows += got
+            if missing:
+                gaps.setdefault((len(missing), missing[0], missing[-1]), []).append(name)
+        warnings += [
+            f'{", ".join(names)}: {n} "nan" entries (first at step {a}, last at step {b}) '
+            "hold no data: the run stopped early or had not reached them"
+            for (n, a, b), names in gaps.items()
+        ]
+        return ReadResult(pl.DataFrame(rows, schema=_SCHEMA, orient="row"), warnings=warnings)
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InputError(path, f"cannot read: {str(exc)[:80]}") from exc
+    if not isinstance(data, dict):
+        raise InputError(path, "not a JSON object", expected="{metric: {values: ...}}")
+    return data
+
+
+def _pairs(path: Path, name: str, spec: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(step, raw value) pairs from the dict form, or from the list form and its interval."""
+    values = spec["values"]
+    if isinstance(values, dict):
+        return list(values.items())
+    if isinstance(values, list):
+        start, interval = spec.get("start_step", 1), spec.get("step_interval", 1)
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (start, interval)):
+            raise InputError(path, "start_step/step_interval must be integers", field=name)
+        return [(start + i * interval, v) for i, v in enumerate(values)]
+    raise InputError(path, "not a dict or list", field=f"{name}.values", expected="step: value")
+
+
+def _series(
+    path: Path, name: str, spec: dict[str, Any]
+) -> tuple[list[tuple[int, str, float]], list[int]]:
+    rows: list[tuple[int, str, float]] = []
+    missing: list[int] = []
+    for key, raw in _pairs(path, name, spec):
+        step = _step(path, name, key)
+        value = _value(raw)
+        if value is None:
+            if not (isinstance(raw, str) and raw.strip().lower() == "nan"):
+                raise InputError(
+                    path, f"value {raw!r} is not a number", field=f"{name}.values.{key}",
+                    expected='a number or the string "nan" (no data)',
+                )  # fmt: skip
+            missing.append(step)
+            continue
+        rows.append((step, name, value))
+    return rows, missing
+
+
+def _step(path: Path, name: str, key: Any) -> int:
+    try:
+        return int(key)
+    except (TypeError, ValueError):
+        raise InputError(path, f"step {key!r} is not an integer", field=f"{name}.values") from None
+
+
+def _value(raw: Any) -> float | None:
+    """A number; the string "nan" is None (no data); other numeric strings are numbers."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int | float):
+        try:
+            return float(raw)
+        except OverflowError:
+            return math.copysign(math.inf, raw)
+    if isinstance(raw, str) and raw.strip().lower() != "nan":
+        try:
+            return float(raw)
+        except ValueError:
+            return None
+    return None

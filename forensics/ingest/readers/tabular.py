@@ -1,0 +1,113 @@
+"""CSV / TSV / Parquet metric tables: one row per logged record, one column per metric.
+
+The step column is the first of `_wide.STEP_KEYS` present; values follow `_wide`'s rules:
+an EMPTY cell is no data, while the text "nan"/"inf"/"-inf" is a NaN/Inf value. A last
+CSV row with fewer cells than the header and no final newline is a torn write: it is
+dropped with a warning naming its line. W&B history exports and Lightning's metrics.csv
+are tables too, but have their own readers (`wandb`, `lightning`) that sniff first.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from forensics.errors import InputError
+from forensics.ingest.base import Reader, ReadResult, read_head, register
+from forensics.ingest.readers._wide import pick_step_key, wide_to_long
+
+_DELIMITERS = {".csv": ",", ".tsv": "\t"}
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+@register
+class TableReader(Reader):
+    name = "table"
+    description = "CSV / TSV / Parquet metric tables with a step column"
+    priority = 30  # after W&B and Lightning tables, before the text-log readers
+
+    def sniff(self, path: Path, head: str) -> bool:
+        return pick_step_key(table_header(path, head)) is not None
+
+    def read(self, path: Path) -> ReadResult:
+        wide, warnings, first_line = load_table(path)
+        long, more = wide_to_long(wide, path, first_line=first_line)
+        return ReadResult(long, warnings=warnings + more)
+
+
+def table_kind(path: Path, head: str) -> str | None:
+    """'parquet', 'csv' or 'tsv' from the suffix (or Parquet's magic bytes), else None."""
+    suffix = path.suffix.lower()
+    if suffix in _PARQUET_SUFFIXES or head.startswith("PAR1"):
+        return "parquet"
+    return suffix[1:] if suffix in _DELIMITERS else None
+
+
+def table_header(path: Path, head: str) -> list[str]:
+    """Column names of a table file, [] when it is not one (cheap: head or Parquet footer)."""
+    if path.is_dir():
+        return []
+    kind = table_kind(path, head)
+    if kind == "parquet":
+        try:
+            return list(pq.read_schema(path).names)
+        except Exception:  # noqa: BLE001 - any unreadable footer just means "not ours"
+            return []
+    if kind is None or not head.strip():
+        return []
+    first = head.splitlines()[0]
+    return next(csv.reader([first], delimiter=_DELIMITERS["." + kind]), [])
+
+
+def load_table(path: Path) -> tuple[pl.DataFrame, list[str], int | None]:
+    """The table as a wide frame, warnings, and the file line of row 0 (None for Parquet)."""
+    kind = table_kind(path, read_head(path)) or "csv"
+    if kind == "parquet":
+        try:
+            return pl.read_parquet(path), [], None
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise InputError(path, f"not a readable Parquet file: {exc}") from exc
+    return _load_delimited(path, _DELIMITERS["." + kind])
+
+
+def _load_delimited(path: Path, sep: str) -> tuple[pl.DataFrame, list[str], int]:
+    try:
+        wide = pl.read_csv(path, separator=sep, infer_schema=False, encoding="utf8-lossy")
+    except pl.exceptions.NoDataError as exc:
+        raise InputError(path, "empty file", expected="a header row naming the columns") from exc
+    except pl.exceptions.PolarsError as exc:
+        raise _ragged(path, sep, str(exc)) from exc
+    warnings: list[str] = []
+    if wide.height and _torn_last_row(path, sep, wide.width):
+        line = wide.height + 1
+        warnings.append(f"line {line}: last row is cut off (fewer cells than the header): dropped")
+        wide = wide.head(-1)
+    return wide, warnings, 2
+
+
+def _torn_last_row(path: Path, sep: str, width: int) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(max(0, path.stat().st_size - 65536))
+        tail = fh.read()
+    if tail.endswith(b"\n"):
+        return False
+    last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace")
+    cells = next(csv.reader([last], delimiter=sep), [])
+    return len(cells) < width
+
+
+def _ragged(path: Path, sep: str, problem: str) -> InputError:
+    """Name the first row whose cell count differs from the header's."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        reader = csv.reader(fh, delimiter=sep)
+        width = len(next(reader, []))
+        for row in reader:
+            if len(row) > width:
+                return InputError(
+                    path, f"{len(row)} cells in a {width}-column table", line=reader.line_num,
+                    expected=f"at most {width} cells per row",
+                )  # fmt: skip
+    return InputError(path, f"not a readable table: {problem.splitlines()[0][:100]}")

@@ -1,0 +1,151 @@
+"""Run-config files: recognition, parsing (JSON / YAML / Namespace dumps), canonical keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from forensics.errors import InputError
+from forensics.ingest.config import add_canonical, flatten, is_config_file, load_config
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["config.json", "config.yaml", "hparams.yaml", "training_args.json", "train_config.json",
+     "params.json", "args.json", "model_config.yaml", "my_run-config.yml"],
+)  # fmt: skip
+def test_config_names_are_recognised(tmp_path: Path, name: str) -> None:
+    body = json.dumps({"lr": 0.1}) if name.endswith(".json") else "lr: 0.1\n"
+    assert is_config_file(write(tmp_path / name, body))
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("trainer_state.json", json.dumps({"log_history": [], "max_steps": 1})),
+        ("config.json", '{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.9}\n'),  # JSONL
+        ("config.json", json.dumps({"lm loss": {"step_interval": 5, "values": {"1": 2.0}}})),
+        ("config.json", "[1, 2, 3]"),
+        ("metrics.json", json.dumps({"lr": 0.1})),
+        ("args.txt", "step:1 loss:2.0 this is a log line, not arguments\n"),
+    ],
+)
+def test_metric_files_are_not_configs(tmp_path: Path, name: str, body: str) -> None:
+    assert not is_config_file(write(tmp_path / name, body))
+
+
+def test_json_nested_keys_are_flattened_and_kept(tmp_path: Path) -> None:
+    cfg = load_config(
+        write(
+            tmp_path / "config.json", json.dumps({"optimizer": {"betas": [0.9, 0.95], "lr": 6e-4}})
+        )
+    )
+    assert cfg["optimizer.betas"] == [0.9, 0.95] and cfg["optimizer.lr"] == 6e-4
+    assert (cfg["beta1"], cfg["beta2"], cfg["peak_lr"]) == (0.9, 0.95, 6e-4)
+
+
+def test_lightning_hparams_with_python_tags() -> None:
+    cfg = load_config(FIX / "lightning" / "lightning_logs" / "version_0" / "hparams.yaml")
+    assert cfg["betas"] == [0.9, 0.95] and cfg["beta2"] == 0.95 and cfg["peak_lr"] == 0.003
+
+
+def test_argparse_namespace_dump(tmp_path: Path) -> None:
+    text = "Namespace(lr=0.0003, adam_beta2=0.95, clip_grad=1.0, bf16=True, fp16=False, " \
+        "seq_length=2048, global_batch_size=512, train_iters=1000, device=cuda(0))\n"  # fmt: skip
+    cfg = load_config(write(tmp_path / "args.txt", text))
+    assert cfg["lr"] == 0.0003 and cfg["device"] == "cuda(0)"
+    assert cfg["beta2"] == 0.95 and cfg["grad_clip"] == 1.0 and cfg["precision"] == "bf16"
+    assert cfg["tokens_per_step"] == 512 * 2048 and cfg["total_steps"] == 1000
+
+
+def test_key_value_args_txt(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path / "args.txt", "--lr 3e-4\nwarmup_iters=100\nseed: 5\n"))
+    assert cfg["peak_lr"] == 3e-4 and cfg["warmup_steps"] == 100 and cfg["seed"] == 5
+
+
+def test_wandb_config_yaml_is_unwrapped() -> None:
+    cfg = load_config(FIX / "wandb" / "config.yaml")
+    assert cfg["optimizer.lr"] == 0.0006 and cfg["block_size"] == 1024
+    assert not any(k.startswith("_wandb") for k in cfg)
+    assert cfg["seq_len"] == 1024 and cfg["precision"] == "bf16" and cfg["warmup_steps"] == 2000
+    assert "global_batch_size" not in cfg  # micro batch x accumulation, but world size unknown
+
+
+CANONICAL_CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    ({"optimizer": {"betas": "(0.9, 0.98)"}}, {"beta1": 0.9, "beta2": 0.98}),
+    ({"adam_beta1": 0.8, "adam_beta2": 0.99}, {"beta1": 0.8, "beta2": 0.99}),
+    ({"beta1": 0.0, "betas": [0.9, 0.95]}, {"beta1": 0.0, "beta2": 0.95}),
+    ({"learning_rate": "3e-4", "min_lr": 3e-5}, {"peak_lr": 3e-4, "min_lr": 3e-5}),
+    ({"scheduler": {"max_lr": 1e-3, "eta_min": 1e-5}}, {"peak_lr": 1e-3, "min_lr": 1e-5}),
+    ({"lr_warmup_iters": 2000}, {"warmup_steps": 2000}),
+    ({"warmup_ratio": 0.05, "max_steps": 1000}, {"warmup_steps": 50, "total_steps": 1000}),
+    ({"max_grad_norm": 1.0}, {"grad_clip": 1.0}),
+    ({"gradient_clip_val": 0.5}, {"grad_clip": 0.5}),
+    ({"precision": "16-mixed"}, {"precision": "fp16"}),
+    ({"mixed_precision": "bf16"}, {"precision": "bf16"}),
+    ({"dtype": "float32"}, {"precision": "fp32"}),
+    ({"fp16": True, "bf16": False}, {"precision": "fp16"}),
+    ({"num_nodes": 4, "gpus_per_node": 8}, {"world_size": 32}),
+    ({"trainer": {"devices": 8}}, {"world_size": 8}),
+    ({"n_gpus": 16}, {"world_size": 16}),
+    ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 8, "world_size": 8,
+      "max_seq_length": 1024},
+     {"global_batch_size": 256, "seq_len": 1024, "tokens_per_step": 262144}),
+    ({"train_iters": 500000, "seed": 1234}, {"total_steps": 500000, "seed": 1234}),
+    ({"max_steps": -1}, {}),
+    ({"MODEL_ARGS": {"--lr": 3.0e-4, "--adam-beta2": 0.95, "--seq-length": 4096, "--bf16": True}},
+     {"peak_lr": 3e-4, "beta2": 0.95, "seq_len": 4096, "precision": "bf16"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("raw", "expected"), CANONICAL_CASES)
+def test_canonical_keys(raw: dict[str, Any], expected: dict[str, Any]) -> None:
+    cfg = add_canonical(flatten(raw))
+    for key, value in expected.items():
+        assert cfg[key] == pytest.approx(value) if isinstance(value, float) else cfg[key] == value
+    assert "total_steps" in cfg or "max_steps" not in raw or raw["max_steps"] == -1
+    for key in flatten(raw):
+        assert key in cfg  # raw keys are kept
+
+
+def test_canonical_value_wins_raw_is_kept(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path / "hparams.yaml", "precision: bf16-mixed\n"))
+    assert cfg["precision"] == "bf16" and cfg["precision_raw"] == "bf16-mixed"
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "match"),
+    [
+        (
+            "config.json",
+            '{\n  "lr": 0.1,\n  "betas": [0.9,\n}\n',
+            r"config\.json:4: not valid JSON",
+        ),
+        ("config.yaml", "lr: 0.1\nbetas: [0.9, 0.95\nseed: 1\n", r"config\.yaml:3: not valid YAML"),
+        ("config.yaml", "- 1\n- 2\n", r"config\.yaml: config is a list \(expected a mapping\)"),
+        ("args.txt", "Namespace(lr=0.1, \n", r"args\.txt:1: not a valid Namespace"),
+    ],
+)
+def test_malformed_config_names_file_and_line(
+    tmp_path: Path, name: str, body: str, match: str
+) -> None:
+    with pytest.raises(InputError, match=match):
+        load_config(write(tmp_path / name, body))
+
+
+def test_yaml_dump_of_config_round_trips(tmp_path: Path) -> None:
+    raw = {"model": {"n_layer": 12, "seq_len": 2048}, "optim": {"lr": 6e-4, "betas": [0.9, 0.95]}}
+    cfg = load_config(write(tmp_path / "config.yaml", yaml.safe_dump(raw)))
+    assert cfg["model.n_layer"] == 12 and cfg["seq_len"] == 2048 and cfg["beta2"] == 0.95

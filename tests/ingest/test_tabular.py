@@ -1,0 +1,234 @@
+"""CSV / TSV / Parquet tables, W&B history exports and Lightning's CSVLogger metrics.csv."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from forensics.errors import InputError
+from forensics.ingest import ingest
+from forensics.ingest.base import ReadResult, sniff_format
+from forensics.store import Store, open_store
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+LIGHTNING = FIX / "lightning" / "lightning_logs" / "version_0"
+
+
+def read(path: Path, expect_format: str) -> ReadResult:
+    reader = sniff_format(path)
+    assert reader is not None and reader.name == expect_format
+    return reader.read(path)
+
+
+def series(result: ReadResult, raw_name: str) -> dict[int, float]:
+    rows = result.metrics.filter(pl.col("raw_name") == raw_name).sort("step")
+    return dict(zip(rows["step"].to_list(), rows["value"].to_list(), strict=True))
+
+
+def run_config(store: Store, run: str) -> dict[str, Any]:
+    """Read through `query`: Store.run_config leaves a DuckDB result open (see report)."""
+    return dict(
+        json.loads(store.query("SELECT config FROM runs WHERE run_id = ?", [run])["config"][0])
+    )
+
+
+def count_rows(db: Path) -> int:
+    with open_store(db) as store:
+        return int(store.query("SELECT count(*) AS n FROM metrics")["n"][0])
+
+
+TABLE: dict[str, list[Any]] = {
+    "step": [0, 1, 2, 3],
+    "loss": [3.0, math.nan, 2.0, None],
+    "grad_norm": [0.5, math.inf, None, -math.inf],
+    "lr": [1e-4, 2e-4, 3e-4, 4e-4],
+}
+
+
+def check_table(res: ReadResult) -> None:
+    loss = series(res, "loss")
+    assert loss[0] == 3.0 and math.isnan(loss[1]) and loss[2] == 2.0 and 3 not in loss
+    assert series(res, "grad_norm") == {0: 0.5, 1: math.inf, 3: -math.inf}
+    assert series(res, "lr")[3] == 4e-4
+
+
+def test_csv_written_by_polars(tmp_path: Path) -> None:
+    """polars writes null as an empty cell and NaN / inf as text: empty is no data."""
+    path = tmp_path / "metrics.csv"
+    pl.DataFrame(TABLE).write_csv(path)
+    assert "NaN" in path.read_text() and ",," in path.read_text()
+    check_table(read(path, "table"))
+
+
+def test_tsv_written_by_csv_module(tmp_path: Path) -> None:
+    path = tmp_path / "log.tsv"
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh, delimiter="\t")
+        writer.writerow(["iteration", "loss", "grad_norm", "lr"])
+        for i in range(4):
+            row = [TABLE[k][i] for k in ("step", "loss", "grad_norm", "lr")]
+            writer.writerow(["" if v is None else v for v in row])  # csv writes nan / inf
+    check_table(read(path, "table"))
+
+
+def test_parquet_written_by_pyarrow(tmp_path: Path) -> None:
+    path = tmp_path / "history.parquet"
+    pq.write_table(pa.table(TABLE), path)
+    check_table(read(path, "table"))
+
+
+def test_torn_last_csv_row_is_dropped_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,loss,lr\n0,3.0,1e-4\n1,2.9,1e-4\n2,2.")
+    res = read(path, "table")
+    assert series(res, "loss") == {0: 3.0, 1: 2.9}
+    assert res.warnings == ["line 4: last row is cut off (fewer cells than the header): dropped"]
+
+
+def test_ragged_csv_row_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,loss\n0,3.0\n1,2.9,7,8\n2,2.8\n")
+    with pytest.raises(InputError, match=r"metrics\.csv:3: 4 cells in a 2-column table"):
+        read(path, "table")
+
+
+def test_non_integer_step_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,loss\n0,3.0\n1.5,2.9\n")
+    with pytest.raises(InputError, match=r"metrics\.csv:3: field 'step': step '1.5'"):
+        read(path, "table")
+
+
+def test_table_ingest_twice_adds_nothing(tmp_path: Path, tmp_db: Path) -> None:
+    path = tmp_path / "run" / "metrics.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.table(TABLE), path)
+    with open_store(tmp_db) as store:
+        ingest(store, [path])
+        ingest(store, [path])
+    assert count_rows(tmp_db) == 10
+
+
+# ----- W&B history exports ----------------------------------------------------------------
+
+WANDB_ROWS: list[dict[str, Any]] = [
+    {"_step": i, "_runtime": 10.0 + i, "_timestamp": 1714521600.5 + i,
+     "train/loss": 3.0 - i / 10, "trainer/global_step": 100 * i}
+    for i in range(4)
+]  # fmt: skip
+WANDB_ROWS[2]["train/loss"] = math.nan
+WANDB_ROWS[3]["val/loss"] = 2.5
+
+
+def write_wandb(folder: Path, kind: str) -> Path:
+    """As `wandb.Api().run(...).history()` is saved: pandas to_csv (with its index column),
+    json.dumps per row (scan_history), or Parquet."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIX / "wandb" / "config.yaml", folder / "config.yaml")
+    cols = ["_runtime", "_step", "_timestamp", "train/loss", "trainer/global_step", "val/loss"]
+    if kind == "csv":
+        path = folder / "history.csv"
+        with path.open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["", *cols])
+            for i, row in enumerate(WANDB_ROWS):
+                # pandas writes NaN (missing or not) as an empty cell
+                cells = [row.get(c) for c in cols]
+                writer.writerow(
+                    [
+                        i,
+                        *(
+                            "" if v is None or (isinstance(v, float) and math.isnan(v)) else v
+                            for v in cells
+                        ),
+                    ]
+                )
+    elif kind == "jsonl":
+        path = folder / "history.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in WANDB_ROWS))
+    else:
+        path = folder / "history.parquet"
+        pq.write_table(pa.table({c: [r.get(c) for r in WANDB_ROWS] for c in cols}), path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "parquet"])
+def test_wandb_history_export(tmp_path: Path, kind: str) -> None:
+    res = read(write_wandb(tmp_path / "wandb_run", kind), "wandb")
+    loss = series(res, "train/loss")
+    assert sorted(loss) == ([0, 100, 300] if kind == "csv" else [0, 100, 200, 300])
+    assert loss[100] == pytest.approx(2.9)
+    if kind != "csv":
+        assert math.isnan(loss[200])  # NaN survives JSONL and Parquet, not pandas' CSV
+    assert series(res, "val/loss") == {300: 2.5}
+    assert set(res.metrics["raw_name"].to_list()) == {"train/loss", "val/loss"}
+    wall = res.metrics.filter(pl.col("step") == 300)["wall_time"].to_list()
+    assert wall == [1714521603.5, 1714521603.5]
+    assert res.config["peak_lr"] == 0.0006 and res.config["beta2"] == 0.95
+    assert res.config["warmup_steps"] == 2000 and res.config["precision"] == "bf16"
+    assert res.config["total_steps"] == 600000 and "_wandb.cli_version" not in res.config
+
+
+def test_wandb_summary_is_not_a_history(tmp_path: Path) -> None:
+    path = tmp_path / "wandb-summary.json"
+    path.write_text(json.dumps({"_step": 99, "_runtime": 5.0, "_timestamp": 1.7e9, "loss": 2.0}))
+    assert sniff_format(path) is None
+
+
+def test_wandb_ingest_twice_adds_nothing(tmp_path: Path, tmp_db: Path) -> None:
+    path = write_wandb(tmp_path / "wandb_run", "parquet")
+    with open_store(tmp_db) as store:
+        ingest(store, [path.parent])
+        ingest(store, [path.parent])
+        assert run_config(store, "wandb_run")["grad_clip"] == 1.0
+        assert store.query("SELECT DISTINCT format FROM runs")["format"].to_list() == ["wandb"]
+    assert count_rows(tmp_db) == 5
+
+
+# ----- Lightning CSVLogger ----------------------------------------------------------------
+
+
+def test_lightning_csvlogger_metrics() -> None:
+    """The fixture is CSVLogger's real output (tests/fixtures/lightning/generate.py)."""
+    res = read(LIGHTNING / "metrics.csv", "lightning")
+    assert series(res, "train_loss_step")[5] == pytest.approx(2.4820170402526855)
+    assert series(res, "val_loss") == pytest.approx(
+        {3: 1.497597336769104, 7: 1.4711244106292725, 11: 1.445715308189392}
+    )
+    probe = series(res, "probe")
+    assert math.isnan(probe[5]) and probe[6] == math.inf
+    assert series(res, "epoch")[11] == 2.0
+    # lr-AdamW is logged twice at steps 0, 4 and 8 with the same value: one row each
+    assert series(res, "lr-AdamW") == {s: 0.003 for s in range(12)}
+    assert res.warnings == []
+
+
+def test_lightning_hparams_is_the_config() -> None:
+    res = read(LIGHTNING / "metrics.csv", "lightning")
+    cfg = res.config
+    assert cfg["betas"] == [0.9, 0.95] and cfg["beta1"] == 0.9 and cfg["beta2"] == 0.95
+    assert cfg["peak_lr"] == 0.003 and cfg["total_steps"] == 12 and cfg["seed"] == 7
+
+
+def test_lightning_folder_ingest_twice_adds_nothing(tmp_path: Path, tmp_db: Path) -> None:
+    run = tmp_path / "version_0"
+    shutil.copytree(LIGHTNING, run)
+    with open_store(tmp_db) as store:
+        ingest(store, [run])
+        ingest(store, [run])
+        assert run_config(store, "version_0")["warmup_steps"] == 2
+        kinds = store.query("SELECT kind, format FROM sources ORDER BY kind").rows()
+        assert kinds == [("config", "yaml"), ("metrics", "lightning")]
+        val = store.metrics_long("version_0", ["val_loss"])
+        assert val["step"].to_list() == [3, 7, 11]
+        assert store.metrics_long("version_0", ["lr"]).height == 12  # lr-AdamW is an alias
+    assert count_rows(tmp_db) == 45
