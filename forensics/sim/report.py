@@ -1,0 +1,153 @@
+"""Numbers and pictures of a finished simulated run: the incident summary behind each sample
+run's README.md, and loss.png (loss, grad norm, loss scale per step)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PLOT_PNG, PLOT_HTML = "loss.png", "loss.html"
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> np.ndarray:
+    return np.array([float(r.get(key, math.nan)) for r in rows])
+
+
+def _window(rows: list[dict[str, Any]], key: str, lo: int, hi: int) -> np.ndarray:
+    return np.array([float(r.get(key, math.nan)) for r in rows if lo <= r["step"] <= hi])
+
+
+def _nanmax(a: np.ndarray) -> float:
+    finite = a[np.isfinite(a)]
+    return float(finite.max()) if finite.size else math.nan
+
+
+def incident_numbers(
+    rows: list[dict[str, Any]], onset: int, peak: int, end: int = 0
+) -> dict[str, Any]:
+    """Trend before, loss at onset/peak, grad-norm peak, recovery: what a README quotes.
+
+    `end` is the last injected step of a burst; "after" and recovery count from
+    max(peak, end), so a burst of bad batches is not mistaken for the recovery.
+    """
+    trend = float(np.nanmedian(_window(rows, "loss", onset - 30, onset - 1)))
+    last = max(peak, end)
+    span = _window(rows, "loss", onset, last + 10)
+    after = _window(rows, "loss", last + 20, last + 50)
+    out: dict[str, Any] = {
+        "trend_before": trend,
+        "loss_at_onset": float(_window(rows, "loss", onset, onset)[0]),
+        "peak_loss": float(_window(rows, "loss", peak, peak)[0]),
+        "min_loss_in_incident": float(np.nanmin(np.where(np.isfinite(span), span, np.nan))),
+        "grad_norm_before": float(np.nanmedian(_window(rows, "grad_norm", onset - 30, onset - 1))),
+        "grad_norm_peak": _nanmax(_window(rows, "grad_norm", onset, last + 10)),
+        "nonfinite_grad_norm_steps": [
+            int(r["step"])
+            for r in rows
+            if onset <= r["step"] <= last + 10 and not math.isfinite(r["grad_norm"])
+        ],
+        "update_norm_before": float(
+            np.nanmedian(_window(rows, "update_norm", onset - 30, onset - 1))
+        ),
+        "update_norm_peak": _nanmax(_window(rows, "update_norm", onset, last + 10)),
+        "loss_after": float(np.nanmedian(after)) if after.size else math.nan,
+        "skipped_steps": [int(r["step"]) for r in rows if r.get("skipped")],
+        "recovered_at": recovery_step(rows, last, trend),
+    }
+    if "loss_scale" in rows[0]:
+        out["loss_scale_before"] = float(_window(rows, "loss_scale", onset, onset)[0])
+        out["loss_scale_min"] = float(np.nanmin(_series(rows, "loss_scale")))
+    return out
+
+
+def drift_lines(rows: list[dict[str, Any]], at: int) -> list[str]:
+    """README line for lr_too_high: how parameter and grad norms drift up during warmup."""
+    q = max(1, at // 4)
+    pn = [float(_window(rows, "param_norm", s, s)[0]) for s in (1, 2 * q, at)]
+    g_early = float(np.nanmedian(_window(rows, "grad_norm", q, 2 * q)))
+    g_late = float(np.nanmedian(_window(rows, "grad_norm", 3 * q, at)))
+    return [
+        f"- drift before the spikes: param norm {pn[0]:.1f} (step 1) -> {pn[1]:.1f} (step "
+        f"{2 * q}) -> {pn[2]:.1f} (step {at}); median grad norm {g_early:.2f} over steps "
+        f"{q}-{2 * q} -> {g_late:.2f} over {3 * q}-{at}",
+    ]
+
+
+def recovery_step(rows: list[dict[str, Any]], after: int, trend: float) -> int | None:
+    """First step after `after` from which the 5-step median loss is within 10% of trend."""
+    steps = [r["step"] for r in rows if r["step"] > after]
+    losses = _series([r for r in rows if r["step"] > after], "loss")
+    for i in range(len(losses)):
+        if np.nanmedian(losses[i : i + 5]) <= 1.1 * trend:
+            return int(steps[i])
+    return None
+
+
+def plot_run(
+    run_dir: Path, rows: list[dict[str, Any]], truth: dict[str, Any], title: str = ""
+) -> Path:
+    """loss.png (kaleido); falls back to loss.html when no Chromium can render a PNG.
+
+    Panels: loss; loss zoomed on the first injection (when there is one); grad norm; loss
+    scale (fp16 runs). Red dotted lines mark injected steps, red crosses non-finite values.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    injected = [int(i["step"]) for i in truth.get("injected", [])]
+    panels = _panels(rows, injected)
+    fig = make_subplots(
+        rows=len(panels),
+        cols=1,
+        vertical_spacing=0.25 / len(panels),
+        subplot_titles=[p[1] for p in panels],
+    )
+    for i, (key, _label, log, lo, hi) in enumerate(panels, start=1):
+        part = [r for r in rows if lo <= r["step"] <= hi]
+        steps, values = _series(part, "step"), _series(part, key)
+        fig.add_trace(go.Scatter(x=steps, y=values, line={"width": 1}), row=i, col=1)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            top = _nanmax(values) if np.isfinite(values).any() else 1.0
+            marks = go.Scatter(
+                x=steps[bad], y=np.full(bad.sum(), top), mode="markers",
+                marker={"color": "red", "symbol": "x", "size": 9},
+            )  # fmt: skip
+            fig.add_trace(marks, row=i, col=1)
+        fig.update_yaxes(type="log" if log else "linear", row=i, col=1)
+        for step in injected:
+            if lo <= step <= hi:
+                fig.add_vline(
+                    x=step, line={"color": "red", "dash": "dot", "width": 1}, row=i, col=1
+                )
+    fig.update_xaxes(title_text="step", row=len(panels), col=1)
+    fig.update_layout(
+        title={"text": title or truth["scenario"], "font": {"size": 14}},
+        showlegend=False,
+        template="plotly_white",
+        margin={"l": 60, "r": 20, "t": 70, "b": 40},
+    )
+    try:
+        fig.write_image(run_dir / PLOT_PNG, width=1000, height=240 * len(panels) + 90)
+        return run_dir / PLOT_PNG
+    except Exception:  # kaleido raises many kinds when Chromium is missing or broken
+        fig.write_html(run_dir / PLOT_HTML, include_plotlyjs="cdn")
+        return run_dir / PLOT_HTML
+
+
+def _panels(
+    rows: list[dict[str, Any]], injected: list[int]
+) -> list[tuple[str, str, bool, int, int]]:
+    """(metric, title, log scale, first step, last step) of each panel."""
+    first, last = int(rows[0]["step"]), int(rows[-1]["step"])
+    panels = [("loss", "loss", False, first, last)]
+    if injected:
+        lo, hi = max(first, injected[0] - 40), min(last, injected[-1] + 80)
+        panels.append(("loss", f"loss, steps {lo}-{hi}", False, lo, hi))
+    panels.append(("grad_norm", "grad norm (pre-clip, log scale)", True, first, last))
+    if "loss_scale" in rows[0]:
+        panels.append(("loss_scale", "loss scale (log scale)", True, first, last))
+    return panels

@@ -1,0 +1,132 @@
+"""`forensics simulate`: generate a run folder with a known fault and its ground truth.
+
+    result = simulate("rare_tokens", Path("out/rare"))         # tiny preset, 1600 steps
+    results = simulate_all(Path("sample_logs"))                  # one folder per scenario
+
+A run folder holds config.json, metrics.jsonl, batches.jsonl, data/, checkpoints/,
+truth.json, loss.png and README.md (docs/simulate.md describes each).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from forensics.errors import SimulationError
+from forensics.sim.counterfactual import replay_notes
+from forensics.sim.data import prepare_data
+from forensics.sim.model import PRESETS, preset
+from forensics.sim.readme import write_readme
+from forensics.sim.report import PLOT_HTML, PLOT_PNG, drift_lines, incident_numbers, plot_run
+from forensics.sim.run import CONFIG, METRICS, train_run
+from forensics.sim.scenarios import SCENARIOS, get_scenario
+from forensics.sim.trainer import TrainConfig
+
+TRUTH, README = "truth.json", "README.md"
+Progress = Callable[[str, int, int], None]  # (scenario, step, total_steps)
+
+
+@dataclass
+class SimResult:
+    scenario: str
+    run_dir: Path
+    truth: dict[str, Any]
+    incidents: list[dict[str, Any]]  # incident_numbers() of each expected incident
+    final_loss: float
+    seconds: float
+    n_params: int
+    device: str
+    notes: list[str]  # README lines from replays that show the cause
+
+
+def base_config(preset_name: str, steps: int | None, device: str, seed: int) -> TrainConfig:
+    """The healthy run every scenario starts from."""
+    if preset_name not in PRESETS:
+        raise SimulationError(f"unknown preset {preset_name!r}; choose one of {', '.join(PRESETS)}")
+    if preset_name == "tiny":
+        total = steps or 1600
+        cfg = TrainConfig(model=preset("tiny"), preset="tiny", total_steps=total)
+    else:
+        total = steps or 3000
+        cfg = TrainConfig(
+            model=preset("small"), preset="small", total_steps=total, batch_size=16,
+            seq_len=512, peak_lr=3e-3, min_lr=3e-4, data_tokens=1 << 22, log_layers_every=50,
+            threads=0,
+        )  # fmt: skip
+    if total < 100:
+        raise SimulationError(f"--steps {total} is too short; use at least 100")
+    return replace(cfg, warmup_steps=max(10, total // 20), device=device, seed=seed)
+
+
+def _reset(run_dir: Path) -> None:
+    """Remove what an earlier simulation wrote here, so no stale checkpoint survives."""
+    for name in (CONFIG, METRICS, "batches.jsonl", TRUTH, README, PLOT_PNG, PLOT_HTML):
+        (run_dir / name).unlink(missing_ok=True)
+    for sub in ("data", "checkpoints"):
+        if (run_dir / sub).is_dir():
+            shutil.rmtree(run_dir / sub)
+
+
+def simulate(
+    scenario: str,
+    out: Path,
+    *,
+    steps: int | None = None,
+    preset_name: str = "tiny",
+    device: str = "auto",
+    seed: int = 1337,
+    at: int | None = None,
+    strength: float | None = None,
+    progress: Progress | None = None,
+    plot: bool = True,
+) -> SimResult:
+    """Train one run with `scenario` injected into the folder `out`; return its summary.
+
+    plot=False skips loss.png (starting Chromium costs seconds; tests turn it off).
+    """
+    scen = get_scenario(scenario)
+    cfg = base_config(preset_name, steps, device, seed)
+    at = scen.default_at(cfg) if at is None else at
+    strength = scen.default_strength if strength is None else strength
+    scen.check(cfg, at, strength)
+    cfg = scen.configure(cfg, at, strength)
+    run_dir = Path(out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _reset(run_dir)
+    lang = prepare_data(run_dir, cfg.model.vocab_size, cfg.data_tokens, cfg.data_seed)
+    plan = scen.plan(run_dir, cfg, lang, at, strength)
+    t0 = time.time()
+    tick = (lambda s: progress(scenario, s, cfg.total_steps)) if progress else None
+    state, rows = train_run(cfg, run_dir, plan.overrides, plan.faults, tick)
+    expected = scen.expected(rows, at, strength)
+    truth = {"scenario": scenario, "injected": plan.injected, "expected": expected}
+    (run_dir / TRUTH).write_text(json.dumps(truth, indent=2) + "\n")
+    if plot:
+        plot_run(run_dir, rows, truth, f"{scenario}: {scen.summary}")
+    end = at + scen.n_steps(strength) - 1
+    incidents = [incident_numbers(rows, e["onset_step"], e["peak_step"], end) for e in expected]
+    tail = [r["loss"] for r in rows[-50:]]
+    seconds = time.time() - t0
+    notes = replay_notes(scenario, run_dir, rows, scen.ckpt_before(at), at, strength)
+    if scenario == "lr_too_high":
+        notes = drift_lines(rows, at)
+    result = SimResult(
+        scenario, run_dir, truth, incidents, sum(tail) / len(tail), seconds,
+        state.model.num_params(), str(state.device), notes,
+    )  # fmt: skip
+    write_readme(result, cfg)
+    return result
+
+
+def simulate_all(out: Path, **kwargs: Any) -> list[SimResult]:
+    """Every scenario, each into `out/<scenario>/`; at/strength keep their defaults."""
+    if kwargs.get("at") is not None or kwargs.get("strength") is not None:
+        raise SimulationError(
+            "--all runs every scenario with its own defaults; drop --at/--strength"
+        )
+    return [simulate(name, Path(out) / name, **kwargs) for name in SCENARIOS]

@@ -1,0 +1,118 @@
+"""Every scenario shows its failure where it was injected, and `clean` shows none."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from forensics.errors import SimulationError
+from forensics.sim.scenarios import CAUSES, SCENARIOS, TYPES, lr_baseline
+from forensics.sim.simulate import base_config, simulate
+
+from .conftest import TEST_STEPS, Run
+
+
+def trend(run: Run, step: int) -> float:
+    """Median loss of the 30 steps before `step`."""
+    return float(np.median([r["loss"] for r in run.rows[max(0, step - 31) : step - 1]]))
+
+
+def injected_at(run: Run) -> int:
+    return int(run.truth["injected"][0]["step"])
+
+
+def test_truth_json_shape(sim_run) -> None:
+    for name in SCENARIOS:
+        run = sim_run(name)
+        truth = json.loads((run.dir / "truth.json").read_text())
+        assert set(truth) == {"scenario", "injected", "expected"} and truth["scenario"] == name
+        for exp in truth["expected"]:
+            assert set(exp) == {"cause", "type", "onset_step", "peak_step"}
+            assert exp["cause"] in CAUSES and exp["type"] in TYPES
+            assert 1 <= exp["onset_step"] <= exp["peak_step"] <= TEST_STEPS
+        assert (truth["expected"] == []) == (name == "clean")
+
+
+def test_clean_has_no_incident(sim_run) -> None:
+    run = sim_run("clean")
+    warm = base_config("tiny", TEST_STEPS, "cpu", 1337).warmup_steps
+    for r in run.rows[warm:]:
+        assert math.isfinite(r["loss"]) and math.isfinite(r["grad_norm"]) and not r["skipped"]
+        assert r["loss"] < 1.5 * trend(run, r["step"]), f"clean run spikes at step {r['step']}"
+
+
+@pytest.mark.parametrize("name", ["rare_tokens", "stale_beta2", "data_corruption"])
+def test_spike_at_least_50_percent_above_trend(sim_run, name: str) -> None:
+    run = sim_run(name)
+    at = injected_at(run)
+    peak = run.truth["expected"][0]["peak_step"]
+    window = [run.row(s)["loss"] for s in range(at, peak + 1)]
+    assert max(window) >= 1.5 * trend(run, at), (name, max(window), trend(run, at))
+    before = [run.row(s)["loss"] for s in range(at - 20, at)]
+    assert max(before) < 1.5 * trend(run, at), f"{name}: a spike before the injection"
+
+
+def test_rare_tokens_grad_norm_spike_and_recovery(sim_run) -> None:
+    run = sim_run("rare_tokens")
+    at = injected_at(run)
+    assert run.row(at)["grad_norm"] > 5 * run.row(at - 1)["grad_norm"]
+    assert run.row(at + 1)["loss"] < 1.2 * trend(run, at)
+
+
+def test_stale_beta2_over_large_update(sim_run) -> None:
+    run = sim_run("stale_beta2")
+    at = injected_at(run)
+    assert json.loads((run.dir / "config.json").read_text())["beta2"] == 0.999
+    before = np.median([run.row(s)["update_norm"] for s in range(at - 20, at)])
+    assert max(run.row(s)["update_norm"] for s in range(at, at + 10)) > 2 * before
+
+
+def test_data_corruption_dips_below_trend_then_spikes(sim_run) -> None:
+    run = sim_run("data_corruption")
+    at = injected_at(run)
+    end = at + int(run.truth["injected"][0]["params"]["batches"])
+    assert min(run.row(s)["loss"] for s in range(at, end)) < 0.2 * trend(run, at)
+    assert run.row(end)["loss"] > 1.5 * trend(run, at)
+
+
+def test_lr_too_high_spikes_after_warmup(sim_run) -> None:
+    run = sim_run("lr_too_high")
+    at = injected_at(run)  # end of warmup
+    base = lr_baseline(run.rows, at)
+    assert max(r["loss"] for r in run.rows[at : at + 60]) >= 1.5 * base
+    assert run.row(at)["param_norm"] > 2 * run.row(1)["param_norm"]
+
+
+def test_fp16_overflow_halves_scale_and_skips(sim_run) -> None:
+    run = sim_run("fp16_overflow")
+    at = injected_at(run)
+    n = run.truth["injected"][0]["params"]["steps"]
+    assert [run.row(s)["skipped"] for s in range(at, at + n)] == [1] * n
+    scales = [run.row(s)["loss_scale"] for s in range(at, at + n + 1)]
+    assert all(b == a / 2 for a, b in zip(scales, scales[1:], strict=False)), scales
+    assert not math.isfinite(run.row(at)["loss"])
+    assert not any(r["skipped"] for r in run.rows[at + n : at + n + 20])
+
+
+def test_hardware_fault_nonfinite_grad_norm_at_exactly_that_step(sim_run) -> None:
+    run = sim_run("hardware_fault")
+    at = injected_at(run)
+    bad = [r["step"] for r in run.rows if not math.isfinite(r["grad_norm"])]
+    assert bad == [at]
+    assert run.row(at)["skipped"] == 1 and math.isfinite(run.row(at)["loss"])
+    flip = run.truth["injected"][0]["params"]
+    assert flip["bit"] == 30 and abs(flip["after"]) > 1e30
+
+
+def test_bad_parameters_are_clear_errors(tmp_path) -> None:
+    with pytest.raises(SimulationError, match="unknown scenario 'nope'"):
+        simulate("nope", tmp_path)
+    with pytest.raises(SimulationError, match="--strength must be in"):
+        simulate("rare_tokens", tmp_path, steps=200, strength=3.0)
+    with pytest.raises(SimulationError, match="--at 5 must leave"):
+        simulate("hardware_fault", tmp_path, steps=200, at=5)
+    with pytest.raises(SimulationError, match="unknown preset"):
+        simulate("clean", tmp_path, preset_name="huge")
