@@ -1,0 +1,325 @@
+"""Labelled accuracy of `forensics detect` on generated runs (bench/synth_runs.py).
+
+Each run is written as JSONL, CSV, Megatron text or TensorBoard (with its config), ingested
+through the real pipeline into DuckDB, detected, and scored against its truth:
+
+- location: a detected incident is a true positive when one of its peaks lies within
+  max(10 steps, 3 log intervals) of a true peak, or its peak lies inside a true incident's
+  span (onset .. recovery, or the end of the run); a true incident is found when some
+  detected incident matches it. Precision, recall and F1 follow.
+- type / cause accuracy: over found incidents, the matched detected incident that holds
+  the truth's last peak (the outcome decides the type; else the closest peak) has the true
+  type / the expected cause. The expected cause is the injected
+  cause, or `unknown` when the metrics that distinguish it were not logged (a loss-only log
+  cannot show a gradient spike).
+- false alarms: incidents detected in runs with nothing injected.
+
+Two seed sets: development seeds (what thresholds were looked at while building) and
+held-out seeds (never used while choosing thresholds; --heldout-base picks a fresh set
+nobody has looked at). Runs under
+sample_logs/<scenario>/ with a truth.json (the PyTorch simulator's) are scored too.
+
+    python bench/accuracy.py [--runs 120] [--heldout 120] [--direct] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.synth_runs import CAUSES, SynthRun, logged_rows, make_run, write_run  # noqa: E402
+from forensics.detect import detect, detect_data, load_rules, run_data  # noqa: E402
+from forensics.detect.store import clean, incidents_json  # noqa: E402
+from forensics.ingest import ingest  # noqa: E402
+from forensics.store import open_store  # noqa: E402
+
+DEV_SEEDS = 0
+HELDOUT_SEEDS = 100_000
+
+
+@dataclass
+class Scored:
+    """Per-run outcome: matched pairs and counts."""
+
+    name: str
+    n_truth: int
+    n_detected: int
+    tp_truth: int
+    tp_detected: int
+    pairs: list[dict[str, Any]] = field(default_factory=list)  # truth + detected per found
+    missed: list[dict[str, Any]] = field(default_factory=list)
+    false: list[dict[str, Any]] = field(default_factory=list)
+    clean: bool = False
+
+
+def _tol(interval: int) -> int:
+    return max(10, 3 * interval)
+
+
+def _span(t: dict[str, Any], last_step: int) -> tuple[int, int]:
+    end = t.get("end") or (last_step if t["type"] == "divergent" else max(t["peaks"]) + 500)
+    return int(t["onset"]), int(end)
+
+
+def _matches(det: dict[str, Any], t: dict[str, Any], tol: int, last_step: int) -> float | None:
+    """Distance between the closest peaks when `det` matches truth `t`, else None."""
+    dpeaks = [p["step"] for p in det["peaks"]] or [det["peak_step"]]
+    best = min(abs(a - b) for a in dpeaks for b in t["peaks"])
+    lo, hi = _span(t, last_step)
+    if best <= tol or lo - tol <= det["peak_step"] <= hi + tol:
+        return float(best)
+    return None
+
+
+def _last_peak_distance(det: dict[str, Any], t: dict[str, Any]) -> int:
+    """0 when the truth's last peak lies inside the detected incident, else the distance."""
+    last = max(t["peaks"])
+    dpeaks = [p["step"] for p in det["peaks"]] or [det["peak_step"]]
+    end = det.get("end_step") or max(dpeaks)
+    if det["onset_step"] <= last <= max(end, max(dpeaks)):
+        return 0
+    return min(abs(a - last) for a in dpeaks)
+
+
+def score(truth: dict[str, Any], detected: list[dict[str, Any]], last_step: int) -> Scored:
+    tol = _tol(int(truth["interval"]))
+    incidents = truth["incidents"]
+    s = Scored(truth["run"], len(incidents), len(detected), 0, 0, clean=not incidents)
+    used: set[int] = set()
+    for t in incidents:
+        cands = [(d, _matches(d, t, tol, last_step)) for d in detected]
+        hits = [(dist, d["id"], d) for d, dist in cands if dist is not None]
+        if not hits:
+            s.missed.append(t)
+            continue
+        s.tp_truth += 1
+        # the type is the outcome: judge the detected incident nearest the truth's last peak
+        det = min(hits, key=lambda h: _last_peak_distance(h[2], t))[2]
+        used |= {h[1] for h in hits}
+        s.pairs.append({"truth": t, "detected": det})
+    s.tp_detected = len(used)
+    s.false = [d for d in detected if d["id"] not in used]
+    return s
+
+
+# ----- running detection -------------------------------------------------------------------
+def _detect_pipeline(run: SynthRun, rules: list[Any], workdir: Path) -> tuple[list[dict], int]:
+    folder = write_run(run, workdir)
+    db = workdir / f"{run.name}.duckdb"
+    with open_store(db) as store:
+        ingest(store, [folder], run=run.name)
+        det = detect(store, run.name, rules=rules)[0]
+        doc = incidents_json(store, run.name)
+    return doc["incidents"], det.last_step
+
+
+def _detect_direct(run: SynthRun, rules: list[Any]) -> tuple[list[dict], int]:
+    steps, vals = logged_rows(run)
+    frame = pl.DataFrame({"step": steps, **vals})
+    cfg = {"beta2": run.config.get("adam_beta2"), "peak_lr": run.config["lr"],
+           "warmup_steps": run.config["warmup_steps"], "precision": run.config["precision"],
+           "grad_clip": 1.0, "world_size": run.config["world_size"]}  # fmt: skip
+    det = detect_data(run_data(frame, cfg, run.name), rules)
+    out = []
+    for inc in det.incidents:
+        out.append(clean({"id": inc.id, "peak_step": inc.peak_step, "onset_step": inc.onset_step,
+                          "end_step": inc.end_step, "type": inc.type, "cause": inc.cause,
+                          "confidence": inc.confidence, "recovery": inc.recovery,
+                          "peaks": [{"step": s, "value": v} for s, v in inc.peaks]}))  # fmt: skip
+    return out, det.last_step
+
+
+def evaluate_seed(seed: int, direct: bool) -> Scored:
+    run = make_run(seed)
+    rules = load_rules()
+    truth = {
+        "run": run.name,
+        "interval": run.interval,
+        "incidents": [t.as_dict() for t in run.truth],
+    }
+    if direct:
+        detected, last = _detect_direct(run, rules)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            detected, last = _detect_pipeline(run, rules, Path(tmp))
+    s = score(truth, detected, last)
+    for p in s.pairs:
+        p["format"], p["interval"] = run.fmt, run.interval
+    return s
+
+
+def evaluate_sample_logs(root: Path) -> list[Scored]:
+    """Simulator runs: sample_logs/<scenario>/ with truth.json (cause/type/onset/peak)."""
+    out = []
+    rules = load_rules()
+    for truth_file in sorted(root.glob("*/truth.json")):
+        t = json.loads(truth_file.read_text())
+        truth = _sim_truth(truth_file.parent.name, t)
+        with tempfile.TemporaryDirectory() as tmp, open_store(Path(tmp) / "x.duckdb") as store:
+            ingest(store, [truth_file.parent], run=truth["run"])
+            det = detect(store, truth["run"], rules=rules)[0]
+            doc = incidents_json(store, truth["run"])
+        out.append(score(truth, doc["incidents"], det.last_step))
+    return out
+
+
+def _sim_truth(name: str, t: dict[str, Any]) -> dict[str, Any]:
+    """Normalise the simulator's truth.json to the scorer's shape."""
+    items = t.get("expected", t.get("incidents", []))
+    incidents = []
+    for it in items:
+        peaks = it.get("peaks") or [it.get("peak", it.get("peak_step", it.get("onset")))]
+        peaks = [p["step"] if isinstance(p, dict) else p for p in peaks if p is not None]
+        incidents.append({
+            "cause": it.get("cause"), "expected_cause": it.get("expected_cause", it.get("cause")),
+            "type": it.get("type"), "onset": it.get("onset", it.get("onset_step", peaks[0])),
+            "peaks": peaks, "end": it.get("end", it.get("end_step")),
+        })  # fmt: skip
+    return {
+        "run": name,
+        "interval": int(t.get("log_interval", t.get("interval", 1))),
+        "incidents": incidents,
+    }
+
+
+# ----- reporting ----------------------------------------------------------------------------
+def summarise(results: list[Scored]) -> dict[str, Any]:
+    tp_t = sum(r.tp_truth for r in results)
+    n_t = sum(r.n_truth for r in results)
+    tp_d = sum(r.tp_detected for r in results)
+    n_d = sum(r.n_detected for r in results)
+    prec = tp_d / n_d if n_d else 1.0
+    rec = tp_t / n_t if n_t else 1.0
+    f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+    pairs = [p for r in results for p in r.pairs]
+    type_ok = sum(p["truth"]["type"] == p["detected"]["type"] for p in pairs)
+    cause_ok = sum(p["truth"]["expected_cause"] == p["detected"]["cause"] for p in pairs)
+    clean_runs = [r for r in results if r.clean]
+    return {
+        "runs": len(results), "truth": n_t, "detected": n_d, "precision": prec, "recall": rec,
+        "f1": f1, "type_acc": type_ok / len(pairs) if pairs else 1.0,
+        "cause_acc": cause_ok / len(pairs) if pairs else 1.0,
+        "clean_runs": len(clean_runs), "false_alarms_clean": sum(r.n_detected for r in clean_runs),
+    }  # fmt: skip
+
+
+def per_cause(results: list[Scored]) -> dict[str, dict[str, float]]:
+    rows: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for r in results:
+        for t in r.missed:
+            rows[t["cause"]]["n"] += 1
+        for p in r.pairs:
+            row = rows[p["truth"]["cause"]]
+            row["n"] += 1
+            row["found"] += 1
+            row["type_ok"] += p["truth"]["type"] == p["detected"]["type"]
+            row["cause_ok"] += p["truth"]["expected_cause"] == p["detected"]["cause"]
+            row["named"] += p["truth"]["expected_cause"] != "unknown"
+            row["named_ok"] += (
+                p["truth"]["expected_cause"] != "unknown"
+                and p["truth"]["expected_cause"] == p["detected"]["cause"]
+            )
+    return rows
+
+
+def print_table(title: str, results: list[Scored]) -> None:
+    s = summarise(results)
+    print(f"\n## {title}")
+    print(
+        f"runs {s['runs']} (clean {s['clean_runs']}), true incidents {s['truth']}, "
+        f"detected {s['detected']}"
+    )
+    print(
+        f"location  precision {s['precision']:.3f}  recall {s['recall']:.3f}  F1 {s['f1']:.3f}"
+        f"   type acc {s['type_acc']:.3f}   cause acc {s['cause_acc']:.3f}"
+        f"   false alarms on clean runs {s['false_alarms_clean']}"
+    )
+    print(
+        f"{'cause':16s} {'n':>4s} {'recall':>7s} {'type':>6s} {'cause':>6s} "
+        f"{'named':>6s} {'named ok':>9s}"
+    )
+    for cause in (*CAUSES, *sorted(set(per_cause(results)) - set(CAUSES))):
+        row = per_cause(results).get(cause)
+        if not row:
+            continue
+        n, found = row["n"], row["found"] or 1
+        named = row["named"]
+        print(
+            f"{cause:16s} {int(n):4d} {row['found'] / n:7.3f} {row['type_ok'] / found:6.3f} "
+            f"{row['cause_ok'] / found:6.3f} {int(named):6d} "
+            f"{(row['named_ok'] / named) if named else float('nan'):9.3f}"
+        )
+
+
+def run_seeds(seeds: list[int], direct: bool, jobs: int) -> list[Scored]:
+    if jobs <= 1:
+        return [evaluate_seed(s, direct) for s in seeds]
+    with ProcessPoolExecutor(jobs) as pool:
+        return list(pool.map(evaluate_seed, seeds, [direct] * len(seeds)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--runs", type=int, default=120, help="development runs")
+    ap.add_argument("--heldout", type=int, default=120, help="held-out runs")
+    ap.add_argument("--heldout-base", type=int, default=HELDOUT_SEEDS, help="first held-out seed")
+    ap.add_argument("--direct", action="store_true", help="skip writing/ingesting (frames only)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--show-errors", action="store_true")
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    sets = [
+        ("development seeds", DEV_SEEDS, args.runs),
+        ("held-out seeds", args.heldout_base, args.heldout),
+    ]
+    for title, base, n in sets:
+        if n <= 0:
+            continue
+        results = run_seeds(list(range(base, base + n)), args.direct, args.jobs)
+        print_table(f"{title} {base}..{base + n - 1}", results)
+        if args.show_errors:
+            show_errors(results)
+    samples = REPO / "sample_logs"
+    if samples.is_dir() and any(samples.glob("*/truth.json")):
+        sim = evaluate_sample_logs(samples)
+        print_table("simulator runs (sample_logs/)", sim)
+        if args.show_errors:
+            show_errors(sim)
+    print(f"\n({time.time() - t0:.0f} s, {'frames' if args.direct else 'written + ingested'})")
+    return 0
+
+
+def show_errors(results: list[Scored]) -> None:
+    for r in results:
+        for t in r.missed:
+            print(f"  MISSED {r.name}: {t['cause']} {t['type']} peaks {t['peaks'][:4]}")
+        for d in r.false:
+            print(f"  FALSE  {r.name}: peak {d['peak_step']} {d['type']} {d['cause']}")
+        for p in r.pairs:
+            t, d = p["truth"], p["detected"]
+            if t["type"] != d["type"] or t["expected_cause"] != d["cause"]:
+                print(
+                    f"  WRONG  {r.name} [{p.get('format')}/{p.get('interval')}] "
+                    f"peak {t['peaks'][0]}: "
+                    f"type {t['type']}->{d['type']} cause {t['expected_cause']}->{d['cause']} "
+                    f"({d['confidence']})"
+                )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Detect stage: find every loss spike of a run, type it, name its likely cause, advise.
+
+    detect(store, run)            -> list[Detection]   (reads the store, writes incidents)
+    detect_data(RunData, rules)   -> Detection         (pure, for tests and benches)
+
+docs/detection.md describes the algorithm, every threshold and every feature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from forensics.detect import store as detect_store
+from forensics.detect.config import DetectConfig
+from forensics.detect.data import RunData, run_data
+from forensics.detect.detector import detect_data
+from forensics.detect.model import Detection, Incident, NearMiss
+from forensics.detect.rules import Rule, load_rules
+from forensics.store import Store
+
+
+def detect(
+    store: Store,
+    run: str | None = None,
+    *,
+    config: DetectConfig | None = None,
+    rules_dirs: Iterable[Path] = (),
+    rules: list[Rule] | None = None,
+    gpu_hour_cost: float | None = None,
+) -> list[Detection]:
+    """Detect incidents in `run` (every run of the store when None) and store them."""
+    rules = rules if rules is not None else load_rules(rules_dirs)
+    run_ids = [store.resolve_run(run)] if run is not None else store.run_names()
+    if not run_ids:
+        store.resolve_run(None)  # raises: the database holds no run
+    out = []
+    for run_id in run_ids:
+        data = detect_store.load_run(store, run_id)
+        ckpts = detect_store.checkpoints(store, run_id)
+        det = detect_data(data, rules, config, ckpts, gpu_hour_cost)
+        detect_store.write(store, det)
+        out.append(det)
+    return out
+
+
+__all__ = [
+    "Detection",
+    "DetectConfig",
+    "Incident",
+    "NearMiss",
+    "RunData",
+    "detect",
+    "detect_data",
+    "load_rules",
+    "run_data",
+]

@@ -1,0 +1,96 @@
+"""Every threshold detection uses, in one dataclass, each with the reason for its value.
+
+The same values serve real and simulated runs; docs/detection.md explains them again for
+users. Counts called `*_points` are logged points (rows of the series), counts called
+`*_steps` are optimizer steps: a log written every 500 steps has one point per 500 steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DetectConfig:
+    # --- screen (screen.py) -----------------------------------------------------------
+    # Trailing median of log-loss that a point is compared with. 21 points ignore a spike
+    # of up to 10 points and still follow a loss that falls by a few % per 20 points.
+    trend_points: int = 21
+    # Trailing window of the robust noise scale (median absolute residual x 1.4826).
+    scale_points: int = 201
+    # A point is a candidate when its log-residual is at least `z_min` noise scales ...
+    # Real runs: clean GPT-15B / DeepSeek proxy peak at 4.4; every documented spike >= 11.
+    z_min: float = 8.0
+    # ... and at least this log-ratio above the trend (0.14 = +15%). SOURCES calls a run
+    # clean when no point jumps 15% above the rolling median; every documented spike in the
+    # real logs is +30% or more; noise alone (heavy-tailed micro-batch losses) stays below.
+    rise_min: float = 0.14
+    # The slow-rise screen compares a short trailing median (this many points) with the
+    # lowest trend of the previous `level_lookback_points`: it catches a loss that creeps up
+    # too slowly for the point screen (non-spike divergence).
+    level_points: int = 5
+    level_lookback_points: int = 200
+    # Start-up is not screened: the first `burn_in_points` points and everything before the
+    # loss has made `burn_in_descent` of its initial descent (in log space), where the loss
+    # and the fp16 loss scale legitimately jump around. Kept small on purpose: the end of
+    # warm-up (tr8-104B diverged there at loss 6.4 from 11) must be screened.
+    burn_in_points: int = 20
+    burn_in_descent: float = 0.1
+    # --- typing (typing.py) -----------------------------------------------------------
+    # Recovery window after the (last) peak. It is widened to `min_window_points` logged
+    # points when the log is sparse, so that a log every 500 steps is judged on 5 points.
+    recovery_window: int = 500
+    min_window_points: int = 5
+    # Back "within tolerance" of the extrapolated pre-spike trend: a point within
+    # max(tolerance, 2 sigma) and the median of the next `smooth_points` within tolerance.
+    # The tolerance is widened to two standard errors of that median so that noise alone
+    # never types a recovered spike as lingering.
+    tolerance: float = 0.03
+    # Points in the forward median that decides "the loss is back" (an odd number).
+    smooth_points: int = 9
+    # Divergent: not recovered, and from the end of the recovery window to the end of the
+    # run the smoothed loss never falls below (1 + far_excess) x the pre-spike level; or
+    # the loss is non-finite for good.
+    far_excess: float = 0.2
+    # Steps of history the pre-spike trend is fitted on: max(this, pre_fraction x onset).
+    pre_steps: int = 1000
+    pre_fraction: float = 0.2
+    # --- grouping ------------------------------------------------------------------------
+    # A new excursion that starts within `echo_window` steps of a peak of an incident that
+    # has not recovered yet joins it as one more peak (echo spikes of a stale second moment).
+    echo_window: int = 100
+    # --- events (events.py) -----------------------------------------------------------
+    # A cluster of loss-scale halvings is an incident of its own from this many halvings
+    # (8x): one halving with one skipped step is the scaler's normal probing every window.
+    scale_halvings_min: int = 3
+    # Events closer than this many steps (or 3 logged points) form one cluster.
+    event_gap_steps: int = 50
+    # --- gradient norm ------------------------------------------------------------------
+    # A grad-norm point this many times its trailing median (and z_min noise scales) is a
+    # gradient spike: attached to an incident, or a near-miss when the loss did not move.
+    grad_spike_ratio: float = 3.0
+    # A gradient this many times its median, at one step, is absurd: a hardware suspect that
+    # forms an incident even with no loss spike.
+    absurd_grad_ratio: float = 1000.0
+    # --- features (features.py) ---------------------------------------------------------
+    # History scanned for a slow drift of grad norm / parameter norm before the onset (at
+    # most half the history before an early onset).
+    precursor_steps: int = 400
+    # Other loss excursions within this many steps of an incident count as recurrences.
+    recurrence_steps: int = 2000
+    # Points before the onset (up to the highest peak) searched for the abnormal batch of a
+    # data-corruption incident.
+    dip_lookback_points: int = 3
+    # --- classification (classify.py) ---------------------------------------------------
+    # Below this confidence the cause is `unknown` and the rule is listed as a hypothesis.
+    min_confidence: float = 0.5
+    # --- recovery (recovery.py) ----------------------------------------------------------
+    # Restart from a checkpoint at least this many steps before the onset, scaled down for
+    # short runs to `checkpoint_gap_fraction` of the run.
+    checkpoint_gap: int = 1000
+    checkpoint_gap_fraction: float = 0.1
+
+    def with_overrides(self, **changes: Any) -> DetectConfig:
+        """A copy with the given fields changed; None values are ignored (CLI defaults)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})

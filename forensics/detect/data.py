@@ -1,0 +1,123 @@
+"""The run's metrics as per-metric numpy arrays: what detection reads, nothing else.
+
+Each metric keeps only the steps where it was logged (NULL = not logged is dropped) but
+keeps NaN and Inf: those are evidence. Working on arrays, not frames, keeps the screen
+vectorised and the per-incident code simple.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+# Metrics detection looks at; the first present of LOSS_METRICS is screened for spikes.
+LOSS_METRICS = ("loss", "val_loss")
+AUX_METRICS = (
+    "grad_norm",
+    "lr",
+    "loss_scale",
+    "skipped_iters",
+    "nan_iters",
+    "overflow",
+    "param_norm",
+    "update_norm",
+    "adam_v_mean",
+    "tokens_per_s",
+    "iter_time_ms",
+)
+# The metrics the cause rules read: what "not logged" is reported against.
+CAUSE_METRICS = ("grad_norm", "lr", "loss_scale", "skipped_iters", "param_norm", "adam_v_mean")
+
+
+@dataclass
+class Metric:
+    """One metric: the steps it was logged at (ascending) and its values there."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def window(self, lo: float, hi: float) -> np.ndarray:
+        """Values logged at lo <= step <= hi."""
+        return self.window_steps(lo, hi)[1]
+
+    def window_steps(self, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+        a = np.searchsorted(self.steps, lo, side="left")
+        b = np.searchsorted(self.steps, hi, side="right")
+        return self.steps[a:b], self.values[a:b]
+
+    def at_or_before(self, step: float) -> float | None:
+        i = int(np.searchsorted(self.steps, step, side="right")) - 1
+        return float(self.values[i]) if i >= 0 else None
+
+
+@dataclass
+class RunData:
+    """Everything detection needs about one run."""
+
+    run_id: str
+    loss_name: str
+    loss: Metric
+    aux: dict[str, Metric] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    wall: Metric | None = None
+    # (step, kind, detail) rows of the store's `events` table
+    events: list[tuple[int | None, str, str]] = field(default_factory=list)
+
+    @property
+    def first_step(self) -> int:
+        return int(self.loss.steps[0]) if len(self.loss) else 0
+
+    @property
+    def last_step(self) -> int:
+        """Last step any metric was logged at: the run's end as far as the logs know."""
+        ends = [int(m.steps[-1]) for m in (self.loss, *self.aux.values()) if len(m)]
+        return max(ends) if ends else 0
+
+    @property
+    def interval(self) -> float:
+        """Median step gap of the loss log (1 when every step is logged)."""
+        if len(self.loss) < 2:
+            return 1.0
+        return float(max(1.0, np.median(np.diff(self.loss.steps))))
+
+    def has(self, name: str) -> bool:
+        return name in self.aux and len(self.aux[name]) > 0
+
+    def missing(self, names: tuple[str, ...] = CAUSE_METRICS) -> list[str]:
+        """Cause metrics not logged (the loss scale only counts when the run may be fp16)."""
+        skip = {"loss_scale", "skipped_iters"} if self._not_fp16() else set()
+        return [n for n in names if not self.has(n) and n not in skip]
+
+    def _not_fp16(self) -> bool:
+        p = str(self.config.get("precision") or "").lower()
+        return p in ("bf16", "fp32", "fp8")
+
+
+def _metric(frame: pl.DataFrame, name: str) -> Metric:
+    sub = frame.select("step", name).filter(pl.col(name).is_not_null())
+    return Metric(sub["step"].to_numpy().astype(np.int64), sub[name].to_numpy().astype(float))
+
+
+def run_data(
+    frame: pl.DataFrame,
+    config: dict[str, Any] | None = None,
+    run_id: str = "run",
+    events: list[tuple[int | None, str, str]] | None = None,
+) -> RunData:
+    """Build RunData from a wide frame (step, wall_time, one column per canonical metric)."""
+    frame = frame.sort("step")
+    loss_name = next((m for m in LOSS_METRICS if m in frame.columns), None)
+    if loss_name is None:
+        loss = Metric(np.zeros(0, np.int64), np.zeros(0))
+        loss_name = "loss"
+    else:
+        loss = _metric(frame, loss_name)
+    aux = {m: _metric(frame, m) for m in AUX_METRICS if m in frame.columns}
+    wall = _metric(frame, "wall_time") if "wall_time" in frame.columns else None
+    return RunData(run_id, loss_name, loss, aux, dict(config or {}), wall, list(events or []))

@@ -1,0 +1,264 @@
+"""Detection of one run, end to end: screen -> refine -> group -> type -> events ->
+features -> cause -> recovery. Pure: RunData in, Detection out (store.py does the DB)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forensics.detect import events as ev
+from forensics.detect.classify import classify
+from forensics.detect.config import DetectConfig
+from forensics.detect.data import RunData
+from forensics.detect.features import compute, precursor_len, run_context
+from forensics.detect.model import Detection, Evidence, Incident, NearMiss
+from forensics.detect.recovery import Checkpoint, advise
+from forensics.detect.refine import Refined, refine, sub_peaks
+from forensics.detect.rules import Rule
+from forensics.detect.screen import Screen, excursions, metric_spikes, screen_series
+from forensics.detect.typing import DIVERGENT, fit_trend, type_shape
+
+
+def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
+    v = data.loss.values
+    ok = np.isfinite(v)
+    if ok.any() and np.all(v[ok] > 0):
+        ok &= v > 0
+    return screen_series(data.loss.steps[ok], v[ok], cfg)
+
+
+def _joins(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bool:
+    """A new excursion is part of `cur`: an echo, `cur` has not recovered (or diverged),
+    or, within its window, the loss just before the new onset is still above the level
+    `cur` started from (it touched its trend and went on above that level: recurring spikes
+    of one instability, as when the LR is too high)."""
+    if cur.type == DIVERGENT or onset <= cur.last_peak_step + cfg.echo_window:
+        return True
+    if onset > cur.shape.window_end:
+        return False
+    if cur.end_step is None:
+        return True
+    i = int(np.searchsorted(sc.steps, onset))
+    before = sc.x[max(0, i - cfg.smooth_points) : i]
+    if len(before) == 0:
+        return False
+    level = np.log(cur.pre_value) if sc.log_space and cur.pre_value else cur.pre_value or 0.0
+    return float(np.median(before) - level) > np.log1p(cur.shape.tolerance)
+
+
+def _value(sc: Screen, i: int) -> float:
+    return float(np.exp(sc.x[i])) if sc.log_space else float(sc.x[i])
+
+
+def _trend_points(sc: Screen) -> np.ndarray:
+    """Points a pre-spike trend may be fitted on: not start-up, not a candidate, not far
+    below the trend."""
+    usable = ~sc.flagged & ~sc.low
+    usable[: sc.burn_in] = False
+    return usable
+
+
+def loss_incidents(sc: Screen, data: RunData, cfg: DetectConfig) -> list[Incident]:
+    """One incident per excursion, echoes and not-yet-recovered follow-ups merged."""
+    out: list[Incident] = []
+    usable = _trend_points(sc)
+    for lo, hi in excursions(sc.flagged):
+        if out:  # a later trend is fitted only on what came after the previous incident
+            b = int(np.searchsorted(sc.steps, out[-1].span_end, side="right"))
+            usable[:b] = False
+            if usable[b:lo].sum() < 3:  # no level of its own yet: part of the previous one
+                if sc.sharp[lo : hi + 1].any():
+                    _extend(out[-1], sc, lo + int(np.argmax(sc.resid[lo : hi + 1])), hi, data, cfg)
+                continue
+        ref = refine(sc, lo, hi, data.interval, cfg, usable)
+        if sc.x[ref.peak] - ref.trend.at(sc.steps[ref.peak]) < cfg.rise_min:
+            continue  # not above its own pre-onset trend: the tail of an earlier incident
+        if out and _joins(out[-1], sc, int(sc.steps[ref.onset]), cfg):
+            if sc.sharp[lo : hi + 1].any():  # else a slow stretch of it, not a new peak
+                _extend(out[-1], sc, ref.peak, hi, data, cfg)
+            continue
+        out.append(_new_incident(sc, ref, lo, data, cfg))
+    return out
+
+
+def _new_incident(sc: Screen, ref: Refined, lo: int, data: RunData, cfg: DetectConfig) -> Incident:
+    sigma = float(sc.sigma[lo])
+    peak_step, onset = int(sc.steps[ref.peak]), int(sc.steps[ref.onset])
+    best = sc.best_before(onset)
+    shape = type_shape(
+        data.loss, ref.trend, peak_step, sigma, data.interval, cfg, sc.log_space, best
+    )
+    return Incident(
+        id=0,
+        metric=data.loss_name,
+        origin="loss",
+        onset_step=onset,
+        peak_step=peak_step,
+        peaks=[(int(sc.steps[i]), _value(sc, i)) for i in ref.peaks],
+        trend=ref.trend,
+        sigma=sigma,
+        shape=shape,
+        pre_value=ref.trend.value_at(onset, sc.log_space),
+        peak_value=_value(sc, ref.peak),
+        breakpoints=ref.breakpoints,
+        settle_step=ref.settle_step,
+    )
+
+
+def _extend(
+    cur: Incident, sc: Screen, peak: int, hi: int, data: RunData, cfg: DetectConfig
+) -> None:
+    """Add an echo / recurrence to `cur`: its peaks are re-read over the whole incident
+    against the incident's own trend, the highest becomes the peak, and it is re-typed."""
+    first = int(np.searchsorted(sc.steps, cur.onset_step))
+    found = sub_peaks(sc, first, hi, cur.trend, cfg.rise_min)
+    cur.peaks = [(int(sc.steps[i]), _value(sc, i)) for i in found] or cur.peaks
+    top = int(np.searchsorted(sc.steps, cur.peak_step))
+    if sc.x[peak] - cur.trend.at(sc.steps[peak]) > sc.x[top] - cur.trend.at(cur.peak_step):
+        cur.peak_step, cur.peak_value = int(sc.steps[peak]), _value(sc, peak)
+    best = sc.best_before(cur.onset_step)
+    cur.shape = type_shape(
+        data.loss, cur.trend, cur.last_peak_step, cur.sigma, data.interval, cfg, sc.log_space, best
+    )
+
+
+def _sigma_at(sc: Screen, step: int) -> float:
+    i = min(max(int(np.searchsorted(sc.steps, step)) - 1, 0), len(sc.sigma) - 1)
+    return float(sc.sigma[i]) if len(sc.sigma) else 0.01
+
+
+def _overlaps(c: ev.Cluster, inc: Incident, gap: float) -> bool:
+    return c.first <= inc.span_end and c.last >= inc.onset_step - gap
+
+
+def event_incident(c: ev.Cluster, sc: Screen, data: RunData, cfg: DetectConfig) -> Incident:
+    """An incident formed by events alone (non-finite values, absurd gradient, scale collapse)."""
+    peak = c.peak_step()
+    trend = fit_trend(sc.steps, sc.x, c.first, cfg, _trend_points(sc))
+    sigma = _sigma_at(sc, c.first)
+    best = sc.best_before(c.first)
+    shape = type_shape(data.loss, trend, c.last, sigma, data.interval, cfg, sc.log_space, best)
+    kinds = {e.kind for e in c.events}
+    inc = Incident(0, data.loss_name, "events", c.first, peak, [], trend, sigma, shape)
+    if "nonfinite_loss" in kinds:
+        inc.pre_value = trend.value_at(c.first, sc.log_space)
+        inc.peak_value = float("nan")
+    elif kinds & {"absurd_grad", "nonfinite_grad"} and data.has("grad_norm"):
+        g = data.aux["grad_norm"]
+        inc.metric = "grad_norm"
+        pre = g.window(c.first - precursor_len(c.first, cfg), c.first - 1)
+        inc.pre_value = float(np.median(pre[np.isfinite(pre)])) if np.isfinite(pre).any() else None
+        inc.peak_value = g.at_or_before(peak)
+    elif data.has("loss_scale"):
+        s = data.aux["loss_scale"]
+        inc.metric = "loss_scale"
+        inc.pre_value = s.at_or_before(c.first - 1)
+        inc.peak_value = float(np.nanmin(s.window(c.first, c.last)))
+    inc.peaks = [(peak, inc.peak_value if inc.peak_value is not None else float("nan"))]
+    return inc
+
+
+def _mark_nonfinite_peak(inc: Incident, data: RunData) -> None:
+    """A loss incident that went non-finite peaks at its first non-finite loss."""
+    st, v = data.loss.window_steps(inc.onset_step, inc.span_end)
+    bad = ~np.isfinite(v)
+    if inc.origin == "loss" and bad.any():
+        step = int(st[bad][0])
+        inc.peak_step, inc.peak_value = step, float("nan")
+        if all(s != step for s, _ in inc.peaks):
+            inc.peaks.append((step, float("nan")))
+            inc.peaks.sort()
+
+
+def near_misses(
+    data: RunData, sc: Screen, incidents: list[Incident], start: int, cfg: DetectConfig
+) -> list[NearMiss]:
+    """Gradient spikes the loss did not follow (clipping absorbed them)."""
+    if not data.has("grad_norm"):
+        return []
+    g = data.aux["grad_norm"]
+    sp = metric_spikes(g.steps, g.values, cfg.grad_spike_ratio, cfg, start)
+    lead = max(3.0, data.interval)
+    clip = data.config.get("grad_clip")
+    out = []
+    for step, value, base, ratio in zip(sp.steps, sp.values, sp.baseline, sp.ratio, strict=True):
+        if any(i.onset_step - lead <= step <= i.span_end for i in incidents):
+            continue
+        detail = f"grad norm {ratio:.1f}x its trailing median with no loss spike"
+        loss = data.loss.at_or_before(int(step))
+        i = min(max(int(np.searchsorted(sc.steps, step, side="right")) - 1, 0), len(sc.steps) - 1)
+        if loss and len(sc.steps) and np.isfinite(sc.trend[i]) and sc.log_space and loss > 0:
+            detail += f" (loss {np.exp(np.log(loss) - sc.trend[i]) - 1:+.1%} vs trend)"
+        if clip is not None:
+            detail += f"; clipping at {clip} absorbed it"
+        out.append(
+            NearMiss(int(step), "grad_norm", float(value), float(base), float(ratio), detail)
+        )
+    return out
+
+
+def detect_data(
+    data: RunData,
+    rules: list[Rule],
+    cfg: DetectConfig | None = None,
+    checkpoints: list[Checkpoint] | None = None,
+    gpu_hour_cost: float | None = None,
+) -> Detection:
+    """Find, type, explain and advise on every incident of one run."""
+    cfg = cfg or DetectConfig()
+    missing = data.missing()
+    if len(data.loss) < 3:
+        note = f"{data.run_id}: fewer than 3 logged loss points; nothing to screen"
+        return Detection(data.run_id, [], [], missing, data.last_step, [note])
+    sc = screen_loss(data, cfg)
+    burn_step = int(sc.steps[sc.burn_in]) if sc.burn_in < len(sc.steps) else data.last_step
+    incidents = loss_incidents(sc, data, cfg)
+    all_events = ev.collect(data, cfg)
+    gap = max(cfg.event_gap_steps, 3 * data.interval)
+    clusters = ev.cluster(all_events, gap)
+    start_end = ev.startup_end(clusters, burn_step)
+    for c in clusters:
+        if c.first <= start_end and not c.count("nonfinite_loss"):
+            continue
+        if c.stands_alone(cfg) and not any(_overlaps(c, i, gap) for i in incidents):
+            incidents.append(event_incident(c, sc, data, cfg))
+    incidents.sort(key=lambda i: i.onset_step)
+    for n, inc in enumerate(incidents, 1):
+        inc.id = n
+        lo = inc.onset_step - gap
+        inc.events = [e for e in all_events if lo <= e.step <= inc.span_end and e.step > start_end]
+        _mark_nonfinite_peak(inc, data)
+    _explain(incidents, data, sc, rules, cfg, missing, checkpoints or [], gpu_hour_cost)
+    nm = near_misses(data, sc, incidents, burn_step, cfg)
+    return Detection(data.run_id, incidents, nm, missing, data.last_step)
+
+
+def _explain(
+    incidents: list[Incident],
+    data: RunData,
+    sc: Screen,
+    rules: list[Rule],
+    cfg: DetectConfig,
+    missing: list[str],
+    checkpoints: list[Checkpoint],
+    gpu_hour_cost: float | None,
+) -> None:
+    ctx = run_context(data, [s for i in incidents for s, _ in i.peaks if i.origin == "loss"])
+    for inc in incidents:
+        compute(inc, data, ctx, cfg)
+        inc.evidence = _shape_evidence(inc)
+        classify(inc, rules, cfg, missing)
+    causes = [i.cause for i in incidents]
+    for inc in incidents:
+        advise(inc, data, checkpoints, causes.count(inc.cause), cfg, gpu_hour_cost)
+
+
+def _shape_evidence(inc: Incident) -> list[Evidence]:
+    s = inc.shape
+    out = [
+        Evidence("type", inc.type, "; ".join(s.notes) or "by the recovery-window test"),
+        Evidence("pre_trend", inc.pre_value, "pre-spike trend at the onset (local power law)"),
+        Evidence("tolerance", round(s.tolerance, 4), "relative, widened to the noise if larger"),
+        Evidence("recovery_window_steps", s.window_steps, "after the last peak"),
+        Evidence("settle_excess", s.settle_excess, "level after the spike / trend - 1"),
+    ]
+    return out

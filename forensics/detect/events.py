@@ -1,0 +1,137 @@
+"""Discrete events: non-finite values, loss-scale halvings, skipped / NaN iterations.
+
+These are what a log says about numerics besides the loss curve. A cluster of them joins
+the loss incident it overlaps, or forms an incident of its own when it is serious on its
+own (a non-finite loss, a non-finite gradient that no loss scaler explains, an absurd
+gradient, a collapse of the loss scale). The fp16 loss-scale search at start-up and the
+scaler's routine single halving are normal and ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from forensics.detect.config import DetectConfig
+from forensics.detect.data import Metric, RunData
+
+STARTUP_KINDS = {"scale_halving", "skipped", "overflow", "nonfinite_grad", "nan_iter"}
+
+
+@dataclass(frozen=True)
+class Event:
+    step: int
+    kind: str  # nonfinite_loss | nonfinite_grad | absurd_grad | scale_halving | skipped | ...
+    value: float
+
+
+@dataclass
+class Cluster:
+    """Events close together in steps."""
+
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def first(self) -> int:
+        return self.events[0].step
+
+    @property
+    def last(self) -> int:
+        return self.events[-1].step
+
+    def total(self, kind: str) -> float:
+        return float(sum(e.value for e in self.events if e.kind == kind))
+
+    def count(self, kind: str) -> int:
+        return sum(1 for e in self.events if e.kind == kind)
+
+    def stands_alone(self, cfg: DetectConfig) -> bool:
+        """Serious enough to be an incident without a loss spike."""
+        unexplained_grad = self.count("nonfinite_grad") and not self.count("scale_halving")
+        return bool(
+            self.count("nonfinite_loss")
+            or unexplained_grad
+            or self.count("absurd_grad")
+            or self.total("scale_halving") >= cfg.scale_halvings_min
+        )
+
+    def peak_step(self) -> int:
+        """The worst moment: first non-finite loss, else absurd/non-finite gradient, else last."""
+        for kind in ("nonfinite_loss", "absurd_grad", "nonfinite_grad", "scale_halving"):
+            hits = [e.step for e in self.events if e.kind == kind]
+            if hits:
+                return hits[0]
+        return self.last
+
+
+def _nonfinite(metric: Metric, kind: str) -> list[Event]:
+    bad = ~np.isfinite(metric.values)
+    return [Event(int(s), kind, 1.0) for s in metric.steps[bad]]
+
+
+def _halvings(scale: Metric) -> list[Event]:
+    """Each decrease of the loss scale, valued in halvings (65536 -> 4096 is 4)."""
+    v = scale.values
+    ok = np.isfinite(v) & (v > 0)
+    st, v = scale.steps[ok], v[ok]
+    if len(v) < 2:
+        return []
+    drop = np.log2(v[:-1] / v[1:])
+    idx = np.flatnonzero(drop > 0.5)
+    return [Event(int(st[i + 1]), "scale_halving", float(round(drop[i]))) for i in idx]
+
+
+def _counters(metric: Metric, kind: str) -> list[Event]:
+    v = np.nan_to_num(metric.values, nan=0.0)
+    idx = np.flatnonzero(v > 0)
+    return [Event(int(metric.steps[i]), kind, float(v[i])) for i in idx]
+
+
+def _absurd_grads(grad: Metric, cfg: DetectConfig) -> list[Event]:
+    v = grad.values
+    ok = np.isfinite(v) & (v > 0)
+    if ok.sum() < 10:
+        return []
+    med = float(np.median(v[ok]))
+    idx = np.flatnonzero(ok & (v >= cfg.absurd_grad_ratio * med))
+    return [Event(int(grad.steps[i]), "absurd_grad", float(v[i] / med)) for i in idx]
+
+
+def collect(data: RunData, cfg: DetectConfig) -> list[Event]:
+    """Every event of the run, sorted by step."""
+    out = _nonfinite(data.loss, "nonfinite_loss")
+    aux = data.aux
+    if data.has("grad_norm"):
+        out += _nonfinite(aux["grad_norm"], "nonfinite_grad") + _absurd_grads(aux["grad_norm"], cfg)
+    if data.has("loss_scale"):
+        out += _halvings(aux["loss_scale"])
+    for name, kind in (("skipped_iters", "skipped"), ("nan_iters", "nan_iter")):
+        if data.has(name):
+            out += _counters(aux[name], kind)
+    if data.has("overflow"):
+        out += _counters(aux["overflow"], "overflow")
+    out += [Event(int(s), "overflow", 1.0) for s, k, _ in data.events if k == "overflow" and s]
+    return sorted(out, key=lambda e: (e.step, e.kind))
+
+
+def cluster(events: list[Event], gap: float) -> list[Cluster]:
+    clusters: list[Cluster] = []
+    for e in events:
+        if clusters and e.step - clusters[-1].last <= gap:
+            clusters[-1].events.append(e)
+        else:
+            clusters.append(Cluster([e]))
+    return clusters
+
+
+def startup_end(clusters: list[Cluster], burn_in_step: int) -> int:
+    """Last step of the start-up search: the clusters of scaler events that begin before the
+    screen's burn-in step (the fp16 loss-scale search of the first iterations)."""
+    end = burn_in_step
+    for c in clusters:
+        if c.first > end:
+            break
+        if all(e.kind in STARTUP_KINDS for e in c.events):
+            end = max(end, c.last)
+    return end

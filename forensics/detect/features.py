@@ -1,0 +1,411 @@
+"""Documented incident features: the only names a rule condition may use.
+
+Each feature is a number (or a short string) computed from the run's logged metrics and
+config around one incident; None means "not computable from what was logged" (the metric
+is missing, or there is too little history). FEATURES gives each one's definition and
+docs/detection.md repeats them; a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from forensics.detect.config import DetectConfig
+from forensics.detect.data import Metric, RunData
+from forensics.detect.model import FeatureValue, Incident
+
+FEATURES: dict[str, str] = {
+    # loss shape
+    "rise": "peak loss / pre-spike trend at the peak - 1 (inf when the peak is non-finite)",
+    "rise_steps": "steps from the onset to the (first) peak",
+    "n_peaks": "number of loss peaks merged into the incident (echo spikes included)",
+    "echo_count": "n_peaks - 1: further peaks that came before the loss had recovered",
+    "first_echo_gap": "steps between the first and the second peak (None with one peak)",
+    "jump_share": "share of the rise reached at the onset point (1 = the loss jumped at once)",
+    "single_point": "1 when the excursion is one logged point and the next point is back "
+    "near the trend, else 0",
+    "next_excess": "loss at the first logged point after the peak / trend - 1 (how much of a "
+    "spike follows the peak point)",
+    "peak_drop": "share of the rise lost at the first logged point after the peak (1 = back "
+    "at once, as after one batch whose own loss was high)",
+    "pre_dip": "lowest loss / trend - 1 from dip_lookback_points points before the onset to "
+    "the highest peak (negative: a batch far below trend before the spike)",
+    "pre_dip_z": "pre_dip in noise units (log residual / robust sigma)",
+    "peak_vs_initial": "peak loss / the run's initial loss (median of the first 5 points); "
+    "about 1 for a batch the model cannot predict at all",
+    "settle_excess": "loss level after the spike / extrapolated trend - 1: at recovery for a "
+    "recoverable incident, the settled level otherwise",
+    "recovery_steps": "steps from the last peak to recovery (None when not recovered)",
+    "type": "recoverable, lingering or divergent (see Types)",
+    "window_closed": "1 when the run went on past the end of the recovery window, else 0",
+    "nonfinite_loss": "non-finite loss points from the onset to the end of the incident",
+    "nonfinite_grad": "non-finite grad-norm points from the onset to the end of the incident",
+    "isolated_nonfinite": "1 when exactly one non-finite or absurd value is seen and the "
+    "points on both sides are finite and near the trend, else 0",
+    "origin": "loss (a loss excursion) or events (non-finite values or scaler events only)",
+    # gradient
+    "grad_ratio": "largest grad norm from max(3, log_interval) steps before the onset to the "
+    "last peak / median grad norm over the precursor window before the onset (inf when "
+    "non-finite)",
+    "grad_lead": "step where the loss first reaches 80% of its rise - step of that largest grad "
+    "norm (>0: the gradient came first)",
+    "grad_drift": "median grad norm over the last quarter of the precursor window / the lowest "
+    "median of its four quarters (a slow rise before the onset)",
+    "param_drift": "relative growth of the parameter norm over the precursor window minus "
+    "its growth over the window before it",
+    "update_ratio": "largest update norm in the incident / median over the precursor window",
+    "grad_clip": "gradient clipping threshold from the config",
+    # optimizer and schedule
+    "beta2": "Adam beta2 from the config",
+    "beta2_eff": "beta2 implied by the decay of adam_v_mean after its jump: exp(slope per step "
+    "of log(v - v's pre-onset trend))",
+    "v_jump": "largest ratio of adam_v_mean in the incident to its trend (a straight line in "
+    "log v over the quarter precursor window before the onset)",
+    "lr_frac": "learning rate at the onset / peak learning rate (config peak_lr, else the "
+    "largest logged)",
+    "warmup_progress": "onset step / end of warm-up (config warmup_steps, else the first step "
+    "where the logged LR reaches 98% of its peak)",
+    "recurrence": "other loss excursions of the run within recurrence_steps of the onset",
+    "spikes_in_run": "loss excursions in the whole run",
+    # fp16
+    "precision": "fp16, bf16 or fp32 from the config (None when unknown)",
+    "scale_halvings": "halvings of the fp16 loss scale from shortly before the onset to the "
+    "end of the incident",
+    "scale_drop": "largest / smallest loss scale over the same span (1 = unchanged)",
+    "skipped": "skipped iterations (and scaler overflow reports) over the same span",
+    "nan_iters": "NaN iterations counted by the trainer over the same span",
+    "log_interval": "median steps between logged loss points",
+}
+
+
+@dataclass
+class RunContext:
+    """Run-level numbers shared by every incident's features."""
+
+    initial_loss: float | None
+    peak_lr: float | None
+    warmup_end: float | None
+    excursion_steps: np.ndarray  # peak step of every loss excursion of the run
+    interval: float
+
+
+def run_context(data: RunData, excursion_steps: list[int]) -> RunContext:
+    fin = data.loss.values[np.isfinite(data.loss.values)]
+    initial = float(np.median(fin[:5])) if len(fin) else None
+    peak_lr, warm = _schedule(data)
+    return RunContext(initial, peak_lr, warm, np.asarray(sorted(excursion_steps)), data.interval)
+
+
+def _schedule(data: RunData) -> tuple[float | None, float | None]:
+    cfg = data.config
+    peak = number(cfg.get("peak_lr"))
+    warm = number(cfg.get("warmup_steps"))
+    if data.has("lr"):
+        lr = data.aux["lr"]
+        ok = np.isfinite(lr.values)
+        if ok.any():
+            top = float(lr.values[ok].max())
+            peak = peak or top
+            if warm is None and top > 0:
+                warm = float(lr.steps[ok][np.argmax(lr.values[ok] >= 0.98 * top)])
+    return peak, warm
+
+
+def number(v: object) -> float | None:
+    """A finite float from a config value, else None."""
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0 or not np.isfinite(b):
+        return None
+    return float(a / b)
+
+
+def _median(v: np.ndarray) -> float | None:
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if len(v) else None
+
+
+def compute(inc: Incident, data: RunData, ctx: RunContext, cfg: DetectConfig) -> None:
+    """Fill inc.features (every key of FEATURES) and inc.grad_norm_peak."""
+    f: dict[str, FeatureValue] = dict.fromkeys(FEATURES)
+    f.update(_loss_shape(inc, data, ctx, cfg))
+    f.update(_gradient(inc, data, cfg))
+    f.update(_optimizer(inc, data, ctx, cfg))
+    f.update(_scaler(inc, data, cfg))
+    inc.features = f
+
+
+def _loss_shape(
+    inc: Incident, data: RunData, ctx: RunContext, cfg: DetectConfig
+) -> dict[str, FeatureValue]:
+    peaks = [s for s, _ in inc.peaks]
+    span_end = inc.span_end
+    seg = data.loss.window(inc.onset_step, span_end)
+    f: dict[str, FeatureValue] = {
+        "rise": _rise(inc),
+        "rise_steps": float(inc.peak_step - inc.onset_step),
+        "n_peaks": float(len(peaks)),
+        "echo_count": float(len(peaks) - 1),
+        "first_echo_gap": float(peaks[1] - peaks[0]) if len(peaks) > 1 else None,
+        "peak_vs_initial": _ratio(inc.peak_value, ctx.initial_loss),
+        "settle_excess": inc.shape.settle_excess,
+        "recovery_steps": (
+            float(inc.end_step - inc.last_peak_step) if inc.end_step is not None else None
+        ),
+        "type": inc.type,
+        "window_closed": float(inc.shape.window_closed),
+        "nonfinite_loss": float(np.sum(~np.isfinite(seg))),
+        "origin": inc.origin,
+        "log_interval": ctx.interval,
+    }
+    f.update(_dip_and_jump(inc, data, cfg))
+    f["recurrence"] = float(
+        np.sum(np.abs(ctx.excursion_steps - inc.onset_step) <= cfg.recurrence_steps)
+        - np.sum((ctx.excursion_steps >= inc.onset_step) & (ctx.excursion_steps <= span_end))
+    )
+    f["spikes_in_run"] = float(len(ctx.excursion_steps))
+    f["isolated_nonfinite"] = _isolated(inc, data, cfg)
+    return f
+
+
+def _rise(inc: Incident) -> float | None:
+    if inc.peak_value is None or inc.pre_value is None:
+        return None
+    if not np.isfinite(inc.peak_value):
+        return float("inf")
+    return float(inc.peak_value / inc.trend.value_at(inc.peak_step) - 1)
+
+
+def _dip_and_jump(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
+    """pre_dip(_z), jump_share, peak_drop, single_point: the shape around the first rise."""
+    out = _pre_dip(inc, data, cfg)
+    peak_r = _log_resid(inc, inc.peak_step, inc.peak_value)
+    onset_r = _log_resid(inc, inc.onset_step, data.loss.at_or_before(inc.onset_step))
+    if peak_r and onset_r is not None and np.isfinite(peak_r):
+        out["jump_share"] = float(np.clip(onset_r / peak_r, 0, 1))
+    st = data.loss.steps
+    nxt = st[st > inc.peak_step]
+    back = _log_resid(inc, int(nxt[0]), data.loss.at_or_before(int(nxt[0]))) if len(nxt) else None
+    if back is not None and np.isfinite(back):
+        out["next_excess"] = float(np.expm1(back))
+        if peak_r and np.isfinite(peak_r):
+            out["peak_drop"] = float(np.clip(1 - back / peak_r, 0, 1))
+    thr = max(np.log1p(cfg.tolerance), 3 * inc.sigma)
+    one = inc.onset_step == inc.peak_step and back is not None and back < thr
+    out["single_point"] = float(one)
+    return out
+
+
+def _pre_dip(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
+    """The lowest point before the highest peak: a degenerate batch can come just before the
+    onset, or start the incident (its first batches high, then far below trend)."""
+    st, v = data.loss.steps, data.loss.values
+    i_on = int(np.searchsorted(st, inc.onset_step))
+    lo = max(0, i_on - cfg.dip_lookback_points)
+    hi = max(i_on, int(np.searchsorted(st, inc.peak_step)))
+    pre_st, pre_v = st[lo:hi], v[lo:hi]
+    ok = np.isfinite(pre_v) & (pre_v > 0)
+    if not ok.any():
+        return {}
+    resid = np.log(pre_v[ok]) - inc.trend.at(pre_st[ok])
+    return {"pre_dip": float(np.expm1(resid.min())), "pre_dip_z": float(resid.min() / inc.sigma)}
+
+
+def top_step(inc: Incident, data: RunData) -> int:
+    """First step from the onset where the loss reaches 80% of the incident's rise (in log):
+    the peak as a user reads it, steadier than the argmax of a broad, noisy top."""
+    st, v = data.loss.window_steps(inc.onset_step, inc.peak_step)
+    ok = np.isfinite(v) & (v > 0)
+    peak_r = _log_resid(inc, inc.peak_step, inc.peak_value)
+    if not ok.any() or peak_r is None or not np.isfinite(peak_r):
+        return inc.peak_step
+    r = np.log(v[ok]) - inc.trend.at(st[ok])
+    return int(st[ok][int(np.argmax(r >= 0.8 * peak_r))])
+
+
+def _log_resid(inc: Incident, step: int, value: float | None) -> float | None:
+    if value is None or not np.isfinite(value) or value <= 0:
+        return None if value is None or np.isfinite(value) else float("inf")
+    return float(np.log(value) - inc.trend.at(step))
+
+
+def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:
+    """One bad value (non-finite loss/grad or absurd grad) with clean points on both sides:
+    the 3 logged losses before and after it are finite and near the trend."""
+    bad = {
+        e.step for e in inc.events if e.kind in ("nonfinite_loss", "nonfinite_grad", "absurd_grad")
+    }
+    if len(bad) != 1:
+        return 0.0
+    step = bad.pop()
+    st, v = data.loss.steps, data.loss.values
+    i, j = np.searchsorted(st, step, side="left"), np.searchsorted(st, step, side="right")
+    idx = np.r_[max(0, i - 3) : i, j : min(len(st), j + 3)]
+    if i == 0 or j >= len(st):
+        return 0.0
+    x = v[idx]
+    thr = max(np.log1p(cfg.tolerance), 3 * inc.sigma)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        near = np.abs(np.log(x) - inc.trend.at(st[idx])) < thr
+    return float(bool(np.all(np.isfinite(x) & (x > 0) & near)))
+
+
+def precursor_len(onset: int, cfg: DetectConfig) -> float:
+    """The precursor window: precursor_steps, but at most half the history before an early
+    onset (a spike at step 300 has 150 steps of precursor, not a window before step 0)."""
+    return float(min(cfg.precursor_steps, max(40.0, onset / 2)))
+
+
+def _precursor(m: Metric, onset: int, cfg: DetectConfig) -> tuple[np.ndarray, np.ndarray]:
+    return m.window_steps(onset - precursor_len(onset, cfg), onset - 1)
+
+
+def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
+    out: dict[str, FeatureValue] = {"grad_clip": number(data.config.get("grad_clip"))}
+    lead = max(3.0, data.interval)
+    if data.has("grad_norm"):
+        g = data.aux["grad_norm"]
+        st, v = g.window_steps(inc.onset_step - lead, inc.last_peak_step)
+        base = _median(_precursor(g, inc.onset_step, cfg)[1])
+        out["nonfinite_grad"] = float(np.sum(~np.isfinite(g.window(inc.onset_step, inc.span_end))))
+        if len(v):
+            worst = int(np.argmax(np.where(np.isfinite(v), v, np.inf)))
+            inc.grad_norm_peak = float(v[worst])
+            out["grad_ratio"] = (
+                _ratio(float(v[worst]), base) if np.isfinite(v[worst]) else float("inf")
+            )
+            out["grad_lead"] = float(top_step(inc, data) - st[worst])
+        out["grad_drift"] = _drift_ratio(g, inc.onset_step, cfg)
+    if data.has("param_norm"):
+        out["param_drift"] = _param_drift(data.aux["param_norm"], inc.onset_step, cfg)
+    if data.has("update_norm"):
+        u = data.aux["update_norm"]
+        out["update_ratio"] = _ratio(
+            _max(u.window(inc.onset_step - lead, inc.span_end)),
+            _median(_precursor(u, inc.onset_step, cfg)[1]),
+        )
+    return out
+
+
+def _max(v: np.ndarray) -> float | None:
+    v = v[np.isfinite(v)]
+    return float(v.max()) if len(v) else None
+
+
+def _drift_ratio(m: Metric, onset: int, cfg: DetectConfig) -> float | None:
+    """Median of the last quarter of the precursor window over the lowest quarter median: a
+    rise at the end of the window, not hidden by the norm's decline earlier in training."""
+    st, v = _precursor(m, onset, cfg)
+    ok = np.isfinite(v)
+    st, v = st[ok], v[ok]
+    p = precursor_len(onset, cfg)
+    edges = onset - p + p / 4 * np.arange(5)
+    quarters = [v[(st >= lo) & (st < hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    if any(len(x) < 3 for x in quarters):
+        return None
+    return _ratio(float(np.median(quarters[-1])), min(float(np.median(x)) for x in quarters))
+
+
+def _param_drift(m: Metric, onset: int, cfg: DetectConfig) -> float | None:
+    p = precursor_len(onset, cfg)
+    now = _growth(m, onset - p, onset - 1)
+    before = _growth(m, onset - 2 * p, onset - p - 1)
+    return None if now is None or before is None else now - before
+
+
+def _growth(m: Metric, lo: float, hi: float) -> float | None:
+    st, v = m.window_steps(lo, hi)
+    ok = np.isfinite(v)
+    if ok.sum() < 4:
+        return None
+    st, v = st[ok], v[ok]
+    n = max(1, len(v) // 4)
+    return _ratio(float(np.median(v[-n:])), float(np.median(v[:n]))) - 1.0  # type: ignore[operator]
+
+
+def _optimizer(
+    inc: Incident, data: RunData, ctx: RunContext, cfg: DetectConfig
+) -> dict[str, FeatureValue]:
+    out: dict[str, FeatureValue] = {
+        "beta2": number(data.config.get("beta2")),
+        "precision": _precision(data.config.get("precision")),
+        "warmup_progress": _ratio(float(inc.onset_step), ctx.warmup_end),
+    }
+    if data.has("lr"):
+        out["lr_frac"] = _ratio(data.aux["lr"].at_or_before(inc.onset_step), ctx.peak_lr)
+    if data.has("adam_v_mean"):
+        out.update(_beta2_eff(data.aux["adam_v_mean"], inc, cfg))
+    return out
+
+
+def _precision(v: object) -> str | None:
+    if v is None:
+        return None
+    s = str(v).lower()
+    for name in ("fp16", "bf16", "fp32"):
+        if name in s or (name == "fp16" and s in ("float16", "half")):
+            return name
+    return {"bfloat16": "bf16", "float32": "fp32", "32": "fp32", "16": "fp16"}.get(s)
+
+
+def _beta2_eff(v: Metric, inc: Incident, cfg: DetectConfig) -> dict[str, FeatureValue]:
+    """After a large gradient, v (a smooth average over every parameter) jumps and decays as
+    beta2**k back towards its own trend: the slope of log(v - trend) per step gives beta2.
+    The trend is log v's straight line over the quarter precursor window before the onset
+    (early in training v is still falling, and ignoring that would bias beta2 low)."""
+    pst, pv = v.window_steps(
+        inc.onset_step - precursor_len(inc.onset_step, cfg) / 4, inc.onset_step - 1
+    )
+    ok = np.isfinite(pv)
+    if ok.sum() < 2:
+        return {}
+    pos = ok & (pv > 0)
+    if pos.sum() < 2:
+        return {}
+    line = np.polyfit(pst[pos].astype(float), np.log(pv[pos]), 1)
+    lead = max(3.0, inc.shape.window_steps / 50)
+    st, val = v.window_steps(inc.onset_step - lead, inc.shape.window_end)
+    fin = np.isfinite(val)
+    st, val = st[fin], val[fin]
+    base = np.exp(np.polyval(line, st.astype(float)))
+    if len(val) == 0:
+        return {}
+    near = st <= inc.last_peak_step + 2 * lead  # v jumps with the big gradient, not later
+    if not near.any():
+        return {}
+    top = int(np.argmax(np.where(near, val / base, -np.inf)))
+    out: dict[str, FeatureValue] = {"v_jump": float(val[top] / base[top])}
+    excess = (val - base)[top:]
+    keep = excess > 0.05 * excess[0]
+    stop = int(np.argmin(keep)) if not keep.all() else len(keep)
+    if val[top] / base[top] >= 1.05 and stop >= 3:
+        slope = np.polyfit(st[top : top + stop].astype(float), np.log(excess[:stop]), 1)[0]
+        out["beta2_eff"] = float(np.clip(np.exp(slope), 0.0, 0.99999))
+    return out
+
+
+def _scaler(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
+    lo = inc.onset_step - max(cfg.event_gap_steps, 3 * data.interval)
+    hi = inc.span_end
+    evs = [e for e in inc.events if lo <= e.step <= hi]
+    out: dict[str, FeatureValue] = {
+        "scale_halvings": float(sum(e.value for e in evs if e.kind == "scale_halving")),
+        "skipped": float(sum(e.value for e in evs if e.kind in ("skipped", "overflow"))),
+        "nan_iters": float(sum(e.value for e in evs if e.kind == "nan_iter")),
+    }
+    if data.has("loss_scale"):
+        s = data.aux["loss_scale"].window(lo, hi)
+        s = s[np.isfinite(s) & (s > 0)]
+        out["scale_drop"] = float(s.max() / s.min()) if len(s) else 1.0
+    else:
+        out["scale_halvings"] = out["scale_halvings"] or None
+        out["scale_drop"] = None
+    return out

@@ -1,0 +1,119 @@
+"""The incident record that every detection module fills in, and its vocabularies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from forensics.detect.events import Event
+from forensics.detect.typing import Shape, Trend
+
+CAUSES = (
+    "rare_tokens",
+    "stale_beta2",
+    "lr_too_high",
+    "fp16_overflow",
+    "data_corruption",
+    "hardware_fault",
+    "unknown",
+)
+RECOVERIES = ("continue", "skip_batch", "restart_from_checkpoint", "lower_lr", "data_swap")
+
+FeatureValue = float | str | None
+
+
+@dataclass
+class Evidence:
+    """One number (or string) a verdict used: rendered by the report as key = value (note)."""
+
+    key: str
+    value: float | str | None
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "value": self.value, "note": self.note}
+
+
+@dataclass
+class Finding:
+    """One rule evaluated on one incident, triggered or not."""
+
+    rule_id: str
+    cause: str
+    triggered: bool
+    confidence: float
+    recovery: str | None
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+@dataclass
+class Incident:
+    id: int
+    metric: str
+    origin: str  # "loss": a loss excursion; "events": non-finite values / scaler events only
+    onset_step: int
+    peak_step: int
+    peaks: list[tuple[int, float]]  # (step, value) of every peak merged into the incident
+    trend: Trend
+    sigma: float
+    shape: Shape
+    pre_value: float | None = None
+    peak_value: float | None = None
+    events: list[Event] = field(default_factory=list)
+    breakpoints: list[int] = field(default_factory=list)
+    settle_step: int | None = None
+    grad_norm_peak: float | None = None
+    features: dict[str, FeatureValue] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    cause: str = "unknown"
+    confidence: float = 0.0
+    recovery: str = "continue"
+    restart_checkpoint_step: int | None = None
+    steps_lost: int | None = None
+    tokens_lost: float | None = None
+    gpu_hours_lost: float | None = None
+    cost_usd: float | None = None
+
+    @property
+    def type(self) -> str:
+        return self.shape.type
+
+    @property
+    def end_step(self) -> int | None:
+        return self.shape.end_step
+
+    @property
+    def post_value(self) -> float | None:
+        return self.shape.post_value
+
+    @property
+    def last_peak_step(self) -> int:
+        return max(s for s, _ in self.peaks) if self.peaks else self.peak_step
+
+    @property
+    def span_end(self) -> float:
+        """Last step that belongs to the incident: recovery, else the end of its window."""
+        return float(self.end_step) if self.end_step is not None else self.shape.window_end
+
+
+@dataclass
+class NearMiss:
+    step: int
+    metric: str
+    value: float
+    baseline: float
+    ratio: float
+    detail: str
+
+
+@dataclass
+class Detection:
+    """Everything detect found in one run."""
+
+    run_id: str
+    incidents: list[Incident]
+    near_misses: list[NearMiss]
+    missing_metrics: list[str]
+    last_step: int
+    notes: list[str] = field(default_factory=list)

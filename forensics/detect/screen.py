@@ -1,0 +1,197 @@
+"""The vectorised screen: one pass over every logged point proposes spike candidates.
+
+Everything here is a rolling statistic over the whole series (polars rolling windows), so
+the cost is linear in the run's length; the expensive refinement (refine.py) only looks at
+the few windows this screen proposes.
+
+Loss is screened in log space: a spike is a ratio to the local trend, which makes the
+thresholds the same at loss 10 and at loss 2.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from forensics.detect.config import DetectConfig
+
+MAD_TO_SIGMA = 1.4826
+# An excursion may contain this many unflagged points and still be one excursion.
+GAP_POINTS = 2
+
+
+@dataclass
+class Screen:
+    """Per-point screen of one series (finite points only), plus the flagged candidates."""
+
+    steps: np.ndarray
+    x: np.ndarray  # log-value (or value / median when the series can be <= 0)
+    trend: np.ndarray  # trailing median of the previous points (NaN before it exists)
+    resid: np.ndarray  # x - trend
+    sigma: np.ndarray  # robust noise scale of resid at each point
+    level: np.ndarray  # short trailing median minus the lowest recent trend
+    burn_in: int  # index of the first screened point
+    flagged: np.ndarray  # bool: candidate points
+    sharp: np.ndarray  # bool: flagged by the point test (a jump), not only by the slow test
+    low: np.ndarray  # bool: far below the trend (>= rise_min and z_min sigmas): kept out of it
+    log_space: bool = True
+
+    def best_before(self, step: int) -> float | None:
+        """Lowest trend level after start-up and before `step` (log units), if any."""
+        i = int(np.searchsorted(self.steps, step))
+        seg = self.trend[self.burn_in : i]
+        seg = seg[np.isfinite(seg)]
+        return float(seg.min()) if len(seg) else None
+
+    def ratio(self, i: int) -> float:
+        """value / trend at point i, as a plain ratio."""
+        return float(np.exp(self.resid[i])) if self.log_space else float(1 + self.resid[i])
+
+
+def to_log(values: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Log of a positive series; a series with values <= 0 is only rescaled by its median."""
+    if len(values) and np.all(values > 0):
+        return np.log(values), True
+    scale = float(np.median(np.abs(values))) if len(values) else 1.0
+    return values / (scale or 1.0), False
+
+
+def trailing_median(x: np.ndarray, window: int, *, shift: int = 1) -> np.ndarray:
+    """Median of the `window` points before each point (the point itself excluded). NaN
+    points are skipped; where a window holds none, the last median carries forward."""
+    s = pl.Series(x).fill_nan(None).rolling_median(window, min_samples=max(3, window // 4))
+    s = s.shift(shift).fill_null(strategy="forward")
+    return s.to_numpy().astype(float)
+
+
+def block_mad(v: np.ndarray, window: int) -> np.ndarray:
+    """Trailing MAD (around the local median) of v at each point, from the blocks of
+    window/4 points before the point's own block.
+
+    The noise scale moves slowly, so it is computed per block (one vectorised median over
+    a reshaped array) instead of per point: a rolling median of a 200-point window over a
+    million points costs seconds, this costs tens of milliseconds."""
+    n = len(v)
+    b = max(5, window // 4)
+    m = -(-n // b)
+    padded = np.full(m * b, np.nan)
+    padded[:n] = v
+    blocks = padded.reshape(m, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN blocks stay NaN
+        centre = np.nanmedian(blocks, axis=1, keepdims=True)
+        mad = np.nanmedian(np.abs(blocks - centre), axis=1)
+    trailing = pl.Series(mad).fill_nan(None).rolling_median(4, min_samples=1).shift(1)
+    return np.repeat(trailing.to_numpy().astype(float), b)[:n]
+
+
+def robust_sigma(x: np.ndarray, resid: np.ndarray, window: int) -> np.ndarray:
+    """Point noise scale: the MAD of first differences / sqrt(2), blind to the trend (the
+    trailing median lags a falling loss, which inflates a residual-based scale early in
+    training). A logger that smooths its loss has tiny differences, so the scale is kept
+    at >= 1/3 of the residual MAD, and >= half the run's typical scale so flat stretches
+    (a quantised log, a plateau) do not make every wiggle many sigmas."""
+    diff = np.concatenate([[np.nan], np.diff(x)])
+    sig_d = block_mad(diff, window) * MAD_TO_SIGMA / np.sqrt(2)
+    sig_r = block_mad(resid, window) * MAD_TO_SIGMA
+    sig = np.fmax(sig_d, sig_r / 3)
+    finite = sig[np.isfinite(sig)]
+    typical = float(np.median(finite)) if len(finite) else 0.01
+    floor = max(0.5 * typical, 1e-4)
+    sig = np.where(np.isfinite(sig), sig, typical)
+    return np.maximum(sig, floor)
+
+
+def burn_in_index(x: np.ndarray, trend: np.ndarray, cfg: DetectConfig) -> int:
+    """First point after start-up: enough history, and past part of the initial descent."""
+    n = len(x)
+    if n == 0:
+        return 0
+    x0 = float(np.median(x[:5]))
+    # the lowest level the loss holds for ~50 points (a run of degenerate batches far below
+    # the trend is not where the descent ends)
+    held = pl.Series(x).rolling_median(101, min_samples=1, center=True).to_numpy()
+    lowest = float(np.nanmin(held)) if len(held) else x0
+    target = x0 - cfg.burn_in_descent * max(0.0, x0 - lowest)
+    below = np.flatnonzero(np.isfinite(trend) & (trend <= target))
+    first = int(below[0]) if len(below) else n
+    return min(n, max(cfg.burn_in_points, first))
+
+
+def level_shift(x: np.ndarray, trend: np.ndarray, cfg: DetectConfig) -> np.ndarray:
+    """Short trailing median minus the lowest trend of the recent past: a sustained rise."""
+    short = (
+        pl.Series(x).fill_nan(None).rolling_median(cfg.level_points, min_samples=cfg.level_points)
+    )
+    base = (
+        pl.Series(trend)
+        .fill_nan(None)
+        .rolling_min(cfg.level_lookback_points, min_samples=1)
+        .shift(cfg.level_points)
+    )
+    return (short - base).to_numpy().astype(float)
+
+
+def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> Screen:
+    """Screen the finite points of one series; `values` must be finite."""
+    x, log_space = to_log(values)
+    trend = trailing_median(x, cfg.trend_points)
+    resid = x - trend
+    sigma = robust_sigma(x, resid, cfg.scale_points)
+    start = burn_in_index(x, trend, cfg)
+    low = np.nan_to_num(resid <= -np.maximum(cfg.rise_min, cfg.z_min * sigma), nan=False)
+    low[:start] = False
+    if low.any():  # far-below points (degenerate batches) must not drag the trend down
+        kept = np.where(low, np.nan, x)
+        trend = trailing_median(kept, cfg.trend_points)
+        resid = x - trend
+        sigma = robust_sigma(kept, resid, cfg.scale_points)
+    level = level_shift(np.where(low, np.nan, x), trend, cfg)
+    point = (resid >= cfg.rise_min) & (resid >= cfg.z_min * sigma)
+    slow = (level >= cfg.rise_min) & (level >= 0.6 * cfg.z_min * sigma)
+    sharp = np.nan_to_num(point, nan=False).astype(bool)
+    flagged = sharp | np.nan_to_num(slow, nan=False).astype(bool)
+    flagged[:start] = False
+    sharp[:start] = False
+    return Screen(steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space)
+
+
+def excursions(flagged: np.ndarray, gap: int = GAP_POINTS) -> list[tuple[int, int]]:
+    """Runs of flagged points (index ranges, inclusive) allowing short unflagged gaps."""
+    idx = np.flatnonzero(flagged)
+    if len(idx) == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(idx) > gap + 1)
+    starts = np.concatenate([[idx[0]], idx[breaks + 1]])
+    ends = np.concatenate([idx[breaks], [idx[-1]]])
+    return [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+
+
+@dataclass
+class Spikes:
+    """Upward spikes of a positive metric such as the gradient norm (near-miss screen)."""
+
+    steps: np.ndarray
+    values: np.ndarray
+    baseline: np.ndarray  # trailing median of the metric
+    ratio: np.ndarray  # value / baseline
+    z: np.ndarray
+
+
+def metric_spikes(
+    steps: np.ndarray, values: np.ndarray, ratio_min: float, cfg: DetectConfig, start_step: int
+) -> Spikes:
+    """Points of a positive metric at least `ratio_min` x and `z_min` sigmas above its trend."""
+    ok = np.isfinite(values) & (values > 0)
+    st, v = steps[ok], values[ok]
+    x = np.log(v) if len(v) else v
+    trend = trailing_median(x, cfg.trend_points)
+    resid = x - trend
+    sigma = robust_sigma(x, resid, cfg.scale_points)
+    z = resid / sigma
+    hit = np.nan_to_num((resid >= np.log(ratio_min)) & (z >= cfg.z_min), nan=False).astype(bool)
+    hit &= st >= start_step
+    return Spikes(st[hit], v[hit], np.exp(trend[hit]), np.exp(resid[hit]), z[hit])

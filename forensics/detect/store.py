@@ -1,0 +1,229 @@
+"""Read a run for detection and write what detection found (incidents, findings, near-misses).
+
+Writing is idempotent: the run's previous detect rows are deleted in the same transaction,
+so re-running detect replaces them. incidents.json is rendered from the stored rows, so the
+file and the database always agree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from forensics.detect.data import AUX_METRICS, LOSS_METRICS, RunData, run_data
+from forensics.detect.model import Detection, Incident
+from forensics.detect.recovery import Checkpoint
+from forensics.store import Store
+
+DETECT_TABLES = ("incidents", "findings", "near_misses")
+
+
+def clean(v: Any) -> Any:
+    """JSON-safe: NaN/Inf become None, numpy scalars become Python numbers."""
+    if isinstance(v, dict):
+        return {k: clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [clean(x) for x in v]
+    if hasattr(v, "item") and not isinstance(v, str):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(clean(v))
+
+
+def detect_frame(store: Store, run_id: str) -> pl.DataFrame:
+    """The wide frame of the metrics detection reads (step, wall_time, one column each).
+
+    Pivots only those metrics (constant names, no user text in the SQL): the store's
+    all-metric `metrics_wide` view costs seconds on a million steps, this about one."""
+    wanted = ", ".join(f"'{m}'" for m in (*LOSS_METRICS, *AUX_METRICS))
+    present = store.con.execute(
+        f"SELECT DISTINCT metric FROM metrics WHERE run_id = ? AND metric IN ({wanted})",
+        [run_id],
+    ).fetchall()
+    names = [m for m in (*LOSS_METRICS, *AUX_METRICS) if (m,) in present]
+    if not names:
+        return pl.DataFrame(schema={"step": pl.Int64})
+    cols = ", ".join(f"first(value) FILTER (WHERE metric = '{m}') AS \"{m}\"" for m in names)
+    inside = ", ".join(f"'{m}'" for m in names)
+    return store.query(
+        f"SELECT step, min(wall_time) AS wall_time, {cols} FROM metrics "
+        f"WHERE run_id = ? AND metric IN ({inside}) GROUP BY step ORDER BY step",
+        [run_id],
+    )
+
+
+def load_run(store: Store, run_id: str) -> RunData:
+    frame = detect_frame(store, run_id)
+    events = store.con.execute(
+        "SELECT step, kind, detail FROM events WHERE run_id = ? ORDER BY step", [run_id]
+    ).fetchall()
+    return run_data(frame, store.run_config(run_id), run_id, [tuple(e) for e in events])
+
+
+def checkpoints(store: Store, run_id: str) -> list[Checkpoint]:
+    rows = store.con.execute(
+        "SELECT step, has_optimizer, path FROM checkpoints WHERE run_id = ? AND step IS NOT NULL",
+        [run_id],
+    ).fetchall()
+    return [Checkpoint(int(s), h, p) for s, h, p in rows]
+
+
+def _incident_row(run_id: str, inc: Incident, now: datetime) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "incident_id": inc.id,
+        "metric": inc.metric,
+        "onset_step": inc.onset_step,
+        "peak_step": inc.peak_step,
+        "end_step": inc.end_step,
+        "pre_value": inc.pre_value,
+        "peak_value": inc.peak_value,
+        "post_value": inc.post_value,
+        "grad_norm_peak": inc.grad_norm_peak,
+        "type": inc.type,
+        "cause": inc.cause,
+        "confidence": inc.confidence,
+        "recovery": inc.recovery,
+        "restart_checkpoint_step": inc.restart_checkpoint_step,
+        "peaks": _dumps([{"step": s, "value": v} for s, v in inc.peaks]),
+        "evidence": _dumps([e.as_dict() for e in inc.evidence]),
+        "features": _dumps(inc.features),
+        "replay": "not_run",
+        "steps_lost": inc.steps_lost,
+        "tokens_lost": inc.tokens_lost,
+        "gpu_hours_lost": inc.gpu_hours_lost,
+        "cost_usd": inc.cost_usd,
+        "detected_at": now,
+    }
+
+
+def _finding_rows(run_id: str, inc: Incident) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_id": run_id,
+            "incident_id": inc.id,
+            "rule_id": f.rule_id,
+            "cause": f.cause,
+            "triggered": f.triggered,
+            "confidence": f.confidence,
+            "recovery": f.recovery,
+            "evidence": _dumps([e.as_dict() for e in f.evidence]),
+            "replay": "not_run",
+        }
+        for f in inc.findings
+    ]
+
+
+_INCIDENT_SCHEMA = {
+    "incident_id": pl.Int32,
+    "onset_step": pl.Int64,
+    "peak_step": pl.Int64,
+    "end_step": pl.Int64,
+    "restart_checkpoint_step": pl.Int64,
+    "steps_lost": pl.Int64,
+    **{
+        k: pl.Float64
+        for k in (
+            "pre_value",
+            "peak_value",
+            "post_value",
+            "grad_norm_peak",
+            "confidence",
+            "tokens_lost",
+            "gpu_hours_lost",
+            "cost_usd",
+        )
+    },
+}
+
+
+def write(store: Store, det: Detection) -> None:
+    """Replace the run's incidents, findings and near-misses with `det`, atomically."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    incidents = [_incident_row(det.run_id, i, now) for i in det.incidents]
+    findings = [r for i in det.incidents for r in _finding_rows(det.run_id, i)]
+    near = [
+        {
+            "run_id": det.run_id,
+            "step": n.step,
+            "metric": n.metric,
+            "value": n.value,
+            "baseline": n.baseline,
+            "ratio": n.ratio,
+            "detail": n.detail,
+        }
+        for n in det.near_misses
+    ]
+    with store.transaction():
+        for table in DETECT_TABLES:
+            store.con.execute(f"DELETE FROM {table} WHERE run_id = ?", [det.run_id])
+        if incidents:
+            store.insert_frame(
+                "incidents", pl.DataFrame(incidents, schema_overrides=_INCIDENT_SCHEMA)
+            )
+        if findings:
+            store.insert_frame("findings", pl.DataFrame(findings))
+        if near:
+            store.insert_frame("near_misses", pl.DataFrame(near))
+
+
+def incidents_frame(store: Store, run_id: str) -> pl.DataFrame:
+    return store.query("SELECT * FROM incidents WHERE run_id = ? ORDER BY incident_id", [run_id])
+
+
+JSON_FIELDS = (
+    "id",
+    "metric",
+    "onset_step",
+    "peak_step",
+    "end_step",
+    "pre_value",
+    "peak_value",
+    "post_value",
+    "grad_norm_peak",
+    "type",
+    "cause",
+    "confidence",
+    "evidence",
+    "recovery",
+    "restart_checkpoint_step",
+    "peaks",
+    "features",
+    "replay",
+    "steps_lost",
+    "tokens_lost",
+    "gpu_hours_lost",
+    "cost_usd",
+)
+
+
+def incidents_json(store: Store, run_id: str) -> dict[str, Any]:
+    """The run's incidents as the `incidents.json` document (from the stored rows)."""
+    out = []
+    for row in incidents_frame(store, run_id).iter_rows(named=True):
+        row["id"] = row.pop("incident_id")
+        for key in ("peaks", "evidence", "features"):
+            row[key] = json.loads(row[key]) if row[key] else ([] if key != "features" else {})
+        out.append({k: clean(row.get(k)) for k in JSON_FIELDS})
+    near = store.query(
+        "SELECT step, metric, value, baseline, ratio, detail FROM near_misses "
+        "WHERE run_id = ? ORDER BY step",
+        [run_id],
+    )
+    return {"run": run_id, "incidents": out, "near_misses": clean(near.to_dicts())}
+
+
+def write_json(store: Store, run_id: str, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(incidents_json(store, run_id), indent=2) + "\n")
+    return path

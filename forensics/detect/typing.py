@@ -1,0 +1,267 @@
+"""Spike types by recovery shape, defined so that a user can check them by hand.
+
+- recoverable (type 1): within the recovery window after the last peak (500 steps, at least
+  5 logged points), some point is back within max(tol, 2 sigma) of the pre-spike trend
+  extrapolated past the spike, and so is the median of the 9 points from it (tol = 3%,
+  widened to two standard errors of that median when the log is noisy). end_step = it.
+- lingering (type 2): it stays finite but does not return: it settles above the tolerance
+  (post_value = the median over the last third of the window).
+- divergent (type 3): the last logged loss is non-finite (non-finite for good), or it did
+  not recover and, from the end of the window to the end of the run, the 9-point median
+  never falls below (1 + far_excess) x the pre-spike level (the lower of the trend at the
+  peak and the best trend level the run had reached before the onset); when the run ends
+  inside the window, the last third of what it logged after the peak is judged.
+
+The pre-spike trend is a straight line in (log step, log loss) — a local power law, the
+shape of a pre-training loss curve — fitted robustly (medians of two halves) on the history
+before the onset. Its slope is clamped to [-1, 0]: a loss that was rising before the spike
+must not make the spike look normal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from forensics.detect.config import DetectConfig
+from forensics.detect.data import Metric
+
+RECOVERABLE, LINGERING, DIVERGENT = "recoverable", "lingering", "divergent"
+TYPES = (RECOVERABLE, LINGERING, DIVERGENT)
+TYPE_NUMBER = {RECOVERABLE: 1, LINGERING: 2, DIVERGENT: 3}
+
+
+@dataclass(frozen=True)
+class Trend:
+    """x = level + slope * (log(step + 1) - log(ref_step + 1)), x being log-loss."""
+
+    level: float
+    slope: float
+    ref_step: float
+    n_points: int
+
+    def at(self, steps: np.ndarray | float) -> np.ndarray:
+        return self.level + self.slope * (np.log1p(steps) - np.log1p(self.ref_step))
+
+    def value_at(self, step: float, log_space: bool = True) -> float:
+        x = float(self.at(step))
+        return float(np.exp(x)) if log_space else x
+
+
+def fit_trend(
+    steps: np.ndarray,
+    x: np.ndarray,
+    onset_step: int,
+    cfg: DetectConfig,
+    usable: np.ndarray | None = None,
+) -> Trend:
+    """Robust local power law on the points before the onset (see module doc). `usable`
+    masks out points that belong to earlier incidents or to start-up, when enough remain."""
+    span = max(cfg.pre_steps, cfg.pre_fraction * onset_step)
+    lo, hi = np.searchsorted(steps, [onset_step - span, onset_step], side="left")
+    if hi - lo < 3:
+        lo = max(0, hi - 3)
+    st, xs = steps[lo:hi], x[lo:hi]
+    if usable is not None and usable[lo:hi].sum() >= 3:
+        keep = usable[lo:hi]
+        st, xs = st[keep], xs[keep]
+    if len(xs) == 0:
+        return Trend(float(x[min(hi, len(x) - 1)]) if len(x) else 0.0, 0.0, float(onset_step), 0)
+    half = len(xs) // 2
+    if half < 2:
+        return Trend(float(np.median(xs)), 0.0, float(np.median(st)), len(xs))
+    t1, t2 = np.log1p(st[:half]), np.log1p(st[half:])
+    x1, x2 = float(np.median(xs[:half])), float(np.median(xs[half:]))
+    dt = float(np.median(t2) - np.median(t1))
+    slope = (x2 - x1) / dt if dt > 1e-9 else 0.0
+    ref = float(np.expm1(np.median(t2)))
+    return Trend(x2, float(np.clip(slope, -1.0, 0.0)), ref, len(xs))
+
+
+def forward_median(x: np.ndarray, k: int) -> np.ndarray:
+    """Median of x[i : i + k] for each i (fewer points at the end)."""
+    if len(x) == 0:
+        return x
+    rev = pl.Series(x[::-1]).rolling_median(k, min_samples=1)
+    return rev.to_numpy()[::-1].astype(float)
+
+
+@dataclass
+class Shape:
+    """The typing verdict with every number it used (the incident's evidence)."""
+
+    type: str
+    end_step: int | None
+    post_value: float | None
+    settle_excess: float | None  # settled level / trend - 1
+    tolerance: float  # tolerance actually applied (relative)
+    window_steps: float
+    window_end: float
+    window_closed: bool
+    nonfinite_for_good: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def window_steps(cfg: DetectConfig, interval: float) -> float:
+    """The recovery window in steps, widened so that it holds `min_window_points` points."""
+    return max(float(cfg.recovery_window), cfg.min_window_points * interval)
+
+
+def effective_tolerance(cfg: DetectConfig, sigma: float, k: int) -> float:
+    """tolerance in log units, widened to 2 standard errors of a k-point median."""
+    se = 1.2533 * sigma / np.sqrt(max(k, 1))
+    return float(max(np.log1p(cfg.tolerance), 2.0 * se))
+
+
+def type_shape(
+    loss: Metric,
+    trend: Trend,
+    last_peak_step: int,
+    sigma: float,
+    interval: float,
+    cfg: DetectConfig,
+    log_space: bool = True,
+    best: float | None = None,
+) -> Shape:
+    """Type the incident from the loss after its last peak (see module doc). `best` is the
+    lowest trend level the run had reached before the onset (log units): the divergence
+    test compares with it too, so a spike that follows an unfinished one is not judged
+    against a baseline the first one had already raised.
+
+    Only the window (plus a margin) is read to decide recovery; the rest of the run is read
+    in growing chunks, and only while the loss is still far above the pre-spike level, so
+    typing costs the same in a 10k- and a 1M-step run."""
+    w = window_steps(cfg, interval)
+    wend = last_peak_step + w
+    closed = bool(len(loss) and loss.steps[-1] >= wend)
+    i0 = int(np.searchsorted(loss.steps, last_peak_step, side="right"))
+    last = loss.values[-1] if len(loss) else np.nan
+    if i0 >= len(loss) or not _ok(np.array([last]), log_space)[0]:
+        st, v = loss.steps[i0:], loss.values[i0:]
+        return _divergent_nonfinite(st, v, _ok(v, log_space), w, wend, closed, cfg)
+    head = int(np.searchsorted(loss.steps, wend, side="right")) + cfg.smooth_points
+    sts, xs = _finite(loss, i0, head, log_space)
+    k = min(cfg.smooth_points, max(len(xs), 1))
+    tol = effective_tolerance(cfg, sigma, k)
+    shape = _recovered(sts, xs, trend, sigma, tol, w, wend, closed, cfg, log_space)
+    if shape is None:
+        shape = _lingering(sts, xs, trend, tol, w, wend, closed, log_space)
+        x_pre = float(trend.at(last_peak_step))
+        if best is not None and np.isfinite(best):
+            x_pre = min(x_pre, best)
+        if _stays_far(loss, _tail_start(loss, i0, wend, closed), x_pre, cfg, log_space):
+            shape.type = DIVERGENT
+            shape.notes.append(
+                f"the smoothed loss stayed >= {1 + cfg.far_excess:.2f} x the pre-spike level "
+                "until the end of the run"
+            )
+        if not closed:
+            shape.notes.append("the run ended before the recovery window closed")
+    return shape
+
+
+def _ok(v: np.ndarray, log_space: bool) -> np.ndarray:
+    return np.isfinite(v) & ((v > 0) | (not log_space))
+
+
+def _finite(loss: Metric, a: int, b: int, log_space: bool) -> tuple[np.ndarray, np.ndarray]:
+    st, v = loss.steps[a:b], loss.values[a:b]
+    ok = _ok(v, log_space)
+    return st[ok], (np.log(v[ok]) if log_space else v[ok])
+
+
+def _divergent_nonfinite(
+    st: np.ndarray,
+    v: np.ndarray,
+    fin: np.ndarray,
+    w: float,
+    wend: float,
+    closed: bool,
+    cfg: DetectConfig,
+) -> Shape:
+    if len(v) == 0:
+        note = "the run ended at the peak: nothing logged after it"
+    else:
+        good = np.flatnonzero(fin)
+        first = int(good[-1]) + 1 if len(good) else 0  # start of the non-finite tail
+        note = f"the loss is non-finite from step {int(st[first])} to the end of the run"
+    return Shape(DIVERGENT, None, None, None, cfg.tolerance, w, wend, closed, len(v) > 0, [note])
+
+
+def _recovered(
+    sts: np.ndarray,
+    xs: np.ndarray,
+    trend: Trend,
+    sigma: float,
+    tol: float,
+    w: float,
+    wend: float,
+    closed: bool,
+    cfg: DetectConfig,
+    log_space: bool,
+) -> Shape | None:
+    """Recoverable when, inside the window, a point and the forward median from it are back."""
+    if len(xs) == 0:
+        return None
+    k = min(cfg.smooth_points, len(xs))
+    resid = xs - trend.at(sts)
+    excess = forward_median(xs, k) - trend.at(sts)
+    back = np.flatnonzero((excess <= tol) & (resid <= max(tol, 2.0 * sigma)) & (sts <= wend))
+    if len(back) == 0:
+        return None
+    i = int(back[0])
+    post = float(np.median(xs[i : i + k]))
+    post = float(np.exp(post)) if log_space else post
+    rel = float(np.expm1(tol))
+    return Shape(
+        RECOVERABLE, int(sts[i]), post, float(np.expm1(excess[i])), rel, w, wend, closed, False
+    )
+
+
+def _lingering(
+    sts: np.ndarray,
+    xs: np.ndarray,
+    trend: Trend,
+    tol: float,
+    w: float,
+    wend: float,
+    closed: bool,
+    log_space: bool,
+) -> Shape:
+    settled, settle_step = _settled(sts, xs, wend, w)
+    settle_excess = float(np.expm1(settled - trend.at(settle_step)))
+    post = float(np.exp(settled)) if log_space else settled
+    rel = float(np.expm1(tol))
+    return Shape(LINGERING, None, post, settle_excess, rel, w, wend, closed, False)
+
+
+def _tail_start(loss: Metric, i0: int, wend: float, closed: bool) -> int:
+    """Where "to the end of the run" starts: the end of the recovery window, or the last
+    third of what was logged after the peak when the run ended inside the window."""
+    if closed:
+        return int(np.searchsorted(loss.steps, wend, side="left"))
+    return i0 + 2 * (len(loss) - i0) // 3
+
+
+def _stays_far(loss: Metric, i0: int, x_pre: float, cfg: DetectConfig, log_space: bool) -> bool:
+    """From point i0 on, the smoothed loss never falls below (1 + far_excess) x the pre-spike
+    level before the run ends. Read in chunks that double, stopping at the first point that
+    does."""
+    far = x_pre + (np.log1p(cfg.far_excess) if log_space else cfg.far_excess * abs(x_pre))
+    a, size, k = i0, 4096, cfg.smooth_points
+    while a < len(loss):
+        sts, xs = _finite(loss, a, a + size + k, log_space)
+        if len(xs) and float(np.min(forward_median(xs, min(k, len(xs))))) < far:
+            return False
+        a, size = a + size, size * 2
+    return True
+
+
+def _settled(sts: np.ndarray, xs: np.ndarray, wend: float, w: float) -> tuple[float, float]:
+    """Median level over the last third of the window (or of what the run logged of it)."""
+    inside = sts <= wend
+    s_in, x_in = (sts[inside], xs[inside]) if inside.any() else (sts[:1], xs[:1])
+    tail = s_in >= s_in[-1] - w / 3
+    return float(np.median(x_in[tail])), float(np.median(s_in[tail]))
