@@ -1,0 +1,165 @@
+"""Which steps a replay examines: the offending step, the control steps, the replay window.
+
+The offending step is the first step of the incident where the spike is substantially there
+(half the peak excess, or a non-finite loss / grad norm): detection's onset can sit a step or
+two early on the elevated stretch, and the batch to blame is the one where the loss jumps.
+
+Everything "normal" is taken from *typical* steps: those whose logged loss lies within
+TYPICAL_Z robust standard deviations of the median of the REF_WINDOW logged losses before the
+onset. An anomaly can start before detection's onset (a run of degenerate batches makes the
+loss dip before it spikes), and those steps must neither set the pre-spike trend nor serve as
+controls. Controls are nearby typical steps outside every incident, examined on the same model
+state as the offending batch, so a batch is only ever compared with its healthy neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from forensics.replay.context import Incident, RunData
+
+REF_WINDOW = 100  # logged steps before the onset that define what a typical loss is
+TYPICAL_Z = 5.0  # ... within this many robust standard deviations of their median
+PRE_WINDOW = 30  # typical steps before the onset that define the pre-spike noise
+LEVEL_POINTS = 10  # ... and the last of them that define its level
+N_CONTROLS = 6  # control batches per incident
+GAP = 2  # typical steps tolerated inside an atypical stretch
+BIG = 1e9  # stands for an infinite excess (NaN/Inf loss) in comparisons
+
+
+@dataclass
+class Plan:
+    incident: Incident
+    offending: int  # the step whose batch is examined (state = after step offending - 1)
+    trend: float  # pre-spike loss level (logged, typical steps)
+    noise: float  # robust std of the logged loss's batch-to-batch changes before the onset
+    controls: list[int]  # healthy steps whose batches are the controls
+    atypical_before: list[int]  # the atypical steps just before the onset (may be the cause)
+    start: int  # counterfactual replays start from the state after this step (k/4 before)
+    end: int  # last step replayed
+    k: int
+
+
+@dataclass
+class Band:
+    """What a typical logged loss is before the incident."""
+
+    median: float
+    sigma: float
+
+    def typical(self, loss: float | None) -> bool:
+        if loss is None or not math.isfinite(loss):
+            return False
+        return not math.isfinite(self.median) or abs(loss - self.median) <= TYPICAL_Z * self.sigma
+
+
+def make_plan(data: RunData, inc: Incident, k: int) -> Plan:
+    band = reference_band(data, inc.onset)
+    trend, noise = pre_trend(data, inc, band)
+    offending = inc.step if inc.step is not None else offending_step(data, inc, trend)
+    first = min(inc.onset, offending)
+    start = max(0, first - 1 - k // 4)
+    end = max(start + k, offending)
+    before = atypical_run(data, inc, band)
+    controls = control_steps(data, inc, band, before[0] if before else inc.onset)
+    return Plan(inc, offending, trend, noise, controls, before, start, end, k)
+
+
+def reference_band(data: RunData, before: int) -> Band:
+    """Median and robust std (1.4826 MAD) of the last REF_WINDOW finite logged losses."""
+    steps = [s for s in data.steps_logged("loss") if s < before][-REF_WINDOW:]
+    vals = np.array([data.value("loss", s) for s in steps], dtype=np.float64)
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
+        return Band(math.nan, math.nan)
+    med = float(np.median(vals))
+    return Band(med, max(float(1.4826 * np.median(np.abs(vals - med))), 1e-12))
+
+
+def pre_trend(data: RunData, inc: Incident, band: Band) -> tuple[float, float]:
+    """Pre-spike loss level and the loss's batch-to-batch noise, from the typical logged losses
+    before the onset (not detection's pre_value: an incident found from events or the grad
+    norm has the pre value of that metric). Level: the median of the last LEVEL_POINTS. Noise:
+    robust std (1.4826 MAD) of the step-to-step differences / sqrt(2), which a slow downward
+    trend (early training) does not inflate."""
+    before = [s for s in data.steps_logged("loss") if s < inc.onset]
+    typical = [s for s in before if band.typical(data.value("loss", s))][-PRE_WINDOW:]
+    vals = np.array([data.value("loss", s) for s in typical], dtype=np.float64)
+    if vals.size == 0:
+        return math.nan, 0.0
+    level = float(np.median(vals[-LEVEL_POINTS:]))
+    if vals.size < 3:
+        return level, 0.0
+    d = np.diff(vals)
+    return level, float(1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2.0))
+
+
+def excess(loss: float | None, trend: float) -> float:
+    """Loss above the trend; a NaN/Inf loss counts as BIG (an unbounded spike)."""
+    if loss is None:
+        return 0.0
+    if not math.isfinite(loss):
+        return BIG
+    return loss - trend
+
+
+def fmt_excess(x: float) -> str:
+    """An excess for a detail sentence: BIG reads as what it stands for."""
+    return "non-finite" if x >= BIG else f"{x:.4g}"
+
+
+def offending_step(data: RunData, inc: Incident, trend: float) -> int:
+    """First step in [onset, peak] with a non-finite loss/grad norm or half the peak excess."""
+    steps = [s for s in range(inc.onset, inc.peak + 1) if data.value("loss", s) is not None]
+    if not steps:
+        return inc.onset
+    for s in steps:
+        if not all(math.isfinite(v) for v in _nonnull(data, s)):
+            return s
+    ex = [excess(data.value("loss", s), trend) for s in steps]
+    top = max(ex)
+    bar = 0.5 * top if top > 0 else top  # no excess at all: the highest step
+    return next(s for s, e in zip(steps, ex, strict=True) if e >= bar)
+
+
+def _nonnull(data: RunData, step: int) -> list[float]:
+    vals = [data.value("loss", step), data.value("grad_norm", step)]
+    return [v for v in vals if v is not None]
+
+
+def control_steps(
+    data: RunData, inc: Incident, band: Band, first: int, n: int = N_CONTROLS
+) -> list[int]:
+    """Up to n typical manifest steps, nearest first: before `first` (the onset, or the start
+    of an atypical stretch before it), then after the incident; never in an incident."""
+    spans = [(i.onset - 2, max(i.peak, i.end or i.peak) + 5) for i in data.incidents]
+    spans.append((first - 2, max(inc.peak, inc.end or inc.peak) + 5))
+
+    def healthy(s: int) -> bool:
+        if s not in data.records or any(a <= s <= b for a, b in spans):
+            return False
+        finite = all(math.isfinite(v) for v in _nonnull(data, s))
+        return finite and band.typical(data.value("loss", s))
+
+    before = [s for s in sorted(data.records, reverse=True) if s < inc.onset and healthy(s)]
+    after = [s for s in sorted(data.records) if s > inc.onset and healthy(s)]
+    return sorted((before[: 2 * n : 2] + after[: 2 * n : 2])[:n])
+
+
+def atypical_run(data: RunData, inc: Incident, band: Band, limit: int = 64) -> list[int]:
+    """The atypical steps right before the onset (an anomaly that began before the detected
+    onset, e.g. a dip on degenerate batches), walking back over gaps of at most GAP typical
+    steps (a bad batch can have a typical-looking loss by chance), at most `limit` steps."""
+    out: list[int] = []
+    step, gap = inc.onset - 1, 0
+    while step >= inc.onset - limit and data.value("loss", step) is not None and gap <= GAP:
+        if band.typical(data.value("loss", step)):
+            gap += 1
+        else:
+            out.append(step)
+            gap = 0
+        step -= 1
+    return list(range(min(out), inc.onset)) if out else []

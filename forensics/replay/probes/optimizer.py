@@ -1,0 +1,145 @@
+"""Optimizer counterfactuals: stale beta2 and a too-high learning rate.
+
+Each re-runs the window from the same state as the original replay, with one change, on the
+same logged batches (probes/counterfactual.py defines the measures X, a, E_log, the update
+norms and Adam's normalized step |delta theta| / lr):
+
+- `stale_beta2`: beta2 = 0.95 and a second-moment reset at the first step, as SPAM does:
+  exp_avg_sq is raised, element by element, so that Adam's bias-corrected v is at least the
+  current (clipped) squared gradient -- a second moment as fresh as the gradient instead of
+  one averaged over ~1/(1 - beta2) old, smaller gradients (raising only, so the reset cannot
+  itself make an update larger). A run whose beta2 is already <= 0.95 is refuted without a
+  replay: the counterfactual would be the run itself (v follows g**2 within ~20 steps);
+- `lr_too_high`: the learning rate halved (peak and minimum, so the whole schedule halves).
+
+Rules, with kept = (X_cf - a) / (X_orig - a) (the share of the added loss the change keeps):
+both are inconclusive when E_log <= a (no spike to explain) and refuted when X_orig <
+max(a, X_log / 2) (the run's own updates, replayed, do not produce the spike: it is in the
+batches themselves, or it does not reproduce).
+
+- stale_beta2: refuted when the original's normalized step stays below 2x its pre-spike level
+  (the second moment kept up with the gradient); with B = normalized-step peak / pre-spike
+  level and kept_step = (B_cf - 1) / (B_orig - 1): confirmed when kept <= 1/2 and kept_step
+  <= 1/2 (beta2 = 0.95 removes at least half of both the added loss and the step blow-up);
+  refuted when kept >= 3/4 and kept_step >= 3/4; inconclusive otherwise.
+- lr_too_high: confirmed when kept <= 1/2 and the counterfactual's updates stay near the
+  pre-spike level (within 2x, or half of the original's excess removed); refuted when
+  kept >= 3/4; inconclusive otherwise.
+
+The runner then arbitrates (runner.arbitrate): when beta2 = 0.95 removes the spike at the
+run's own learning rate, that LR was sustainable, so a confirmed lr_too_high becomes refuted.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from forensics.replay.probes.base import Session
+from forensics.replay.probes.counterfactual import Window, measure, rerun
+from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
+from forensics.replay.state import StateUnavailable
+
+COUNTERFACTUAL_BETA2 = 0.95
+LR_FACTOR = 0.5
+BLOWUP = 2.0  # a normalized step at least 2x its pre-spike level has blown up
+
+
+def stale_beta2(s: Session) -> ReplayResult:
+    run_beta2 = s.start.cfg.beta2 if s.start is not None else _config_beta2(s)
+    extra = {"run_beta2": run_beta2, "counterfactual_beta2": COUNTERFACTUAL_BETA2}
+    if run_beta2 is not None and run_beta2 <= COUNTERFACTUAL_BETA2:
+        return s.result("stale_beta2", "stale_beta2", REFUTED, extra, (
+            f"the run's beta2 {run_beta2:g} is not above the counterfactual "
+            f"{COUNTERFACTUAL_BETA2:g}: its second moment follows the gradient within "
+            f"~{1 / (1 - run_beta2):.0f} steps, so the counterfactual would change nothing"
+        ))  # fmt: skip
+    changes = {"beta2": COUNTERFACTUAL_BETA2}
+    return counterfactual(s, "stale_beta2", changes, reset=True, extra=extra)
+
+
+def _config_beta2(s: Session) -> float | None:
+    """beta2 from the run's config (ingest's canonical key) when no state could be rebuilt."""
+    value = s.data.config.get("beta2")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def lr_too_high(s: Session) -> ReplayResult:
+    if s.start is None:
+        return counterfactual(s, "lr_too_high", {}, reset=False, extra={})
+    cfg = s.start.cfg
+    changes = {"peak_lr": cfg.peak_lr * LR_FACTOR, "min_lr": cfg.min_lr * LR_FACTOR}
+    extra = {"run_peak_lr": cfg.peak_lr, "counterfactual_peak_lr": changes["peak_lr"]}
+    return counterfactual(s, "lr_too_high", changes, reset=False, extra=extra)
+
+
+def counterfactual(
+    s: Session, hyp: str, changes: dict[str, Any], *, reset: bool, extra: dict[str, Any]
+) -> ReplayResult:
+    t0 = time.perf_counter()
+    if s.start is None:
+        return s.result(hyp, hyp, INCONCLUSIVE, extra, f"not run: {s.unavailable}")
+    try:
+        cf = rerun(s, changes, reset=reset)
+    except StateUnavailable as exc:
+        return s.result(hyp, hyp, INCONCLUSIVE, extra, f"not run: {exc}")
+    steps = [t for t in range(s.plan.start + 2, s.plan.end + 1) if t in cf and t in s.rows]
+    if not steps:
+        return s.result(hyp, hyp, INCONCLUSIVE, extra, "window too short to compare")
+    w, numbers = measure(s, steps, cf)
+    verdict, detail = (decide_beta2 if hyp == "stale_beta2" else decide_lr)(w)
+    res = s.result(hyp, hyp, verdict, numbers | extra, f"{detail} ({w.facts()})")
+    res.wall_s = time.perf_counter() - t0
+    return res
+
+
+def _common(w: Window) -> tuple[str, str] | None:
+    """The outcomes both probes share: nothing to explain, or nothing the updates did."""
+    if w.e_log <= w.a:
+        return INCONCLUSIVE, "no loss excess above the noise to remove"
+    if w.x_orig < max(w.a, 0.5 * w.x_log):
+        return REFUTED, (
+            "the run's own updates, replayed, do not produce the spike: it is in the batches "
+            "themselves or does not reproduce"
+        )
+    return None
+
+
+def decide_beta2(w: Window) -> tuple[str, str]:
+    common = _common(w)
+    if common is not None:
+        return common
+    b_orig, b_cf = w.r_orig / w.r_pre, w.r_cf / w.r_pre
+    if not (math.isfinite(b_orig) and math.isfinite(b_cf)):
+        return INCONCLUSIVE, "Adam's normalized step cannot be measured"
+    if b_orig < BLOWUP:
+        return REFUTED, (
+            f"Adam's normalized step peaks at {b_orig:.2f}x its pre-spike level: the second "
+            "moment kept up with the gradient"
+        )
+    kept_step = (b_cf - 1.0) / (b_orig - 1.0)
+    if w.kept <= 0.5 and kept_step <= 0.5:
+        return CONFIRMED, (
+            f"beta2 = 0.95 removes {1 - w.kept:.0%} of the added loss and {1 - kept_step:.0%} "
+            "of the normalized-step blow-up"
+        )
+    if w.kept >= 0.75 and kept_step >= 0.75:
+        return REFUTED, "beta2 = 0.95 keeps the spike and the normalized-step blow-up"
+    return INCONCLUSIVE, (
+        f"beta2 = 0.95 keeps {w.kept:.0%} of the added loss and {kept_step:.0%} of the "
+        "normalized-step blow-up"
+    )
+
+
+def decide_lr(w: Window) -> tuple[str, str]:
+    common = _common(w)
+    if common is not None:
+        return common
+    if w.kept >= 0.75:
+        return REFUTED, f"the halved LR keeps {w.kept:.0%} of the added loss"
+    if w.kept > 0.5:
+        return INCONCLUSIVE, f"the halved LR keeps {w.kept:.0%} of the added loss"
+    if not w.updates_near_pre():
+        return INCONCLUSIVE, "the halved LR removes the loss spike but not the update blow-up"
+    return CONFIRMED, f"the halved LR removes {1 - w.kept:.0%} of the added loss"

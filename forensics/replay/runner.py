@@ -1,0 +1,194 @@
+"""Replay one run: for each incident rebuild the state, replay the window, run every probe.
+
+Order per incident: data corruption first (it needs only the batch), then the state is
+rebuilt from the latest usable checkpoint before the offending step and the logged steps are
+re-run up to the end of the window, keeping snapshots for the probes. When the state cannot be
+rebuilt (no checkpoint, no optimizer state, not the reference model, a missing batch or
+shard) every state probe is stored as `inconclusive` with the reason, and the rest still run.
+If the replay does not reproduce the log and the hardware probe does not explain why, the
+state probes' verdicts are downgraded to inconclusive: they were measured on a state the run
+never had.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+from forensics.errors import ReplayError, SimulationError
+from forensics.replay.context import Incident, RunData, load_run, replayable, select_incidents
+from forensics.replay.plan import make_plan
+from forensics.replay.probes import data_corruption, optimizer, overflow, rare_tokens
+from forensics.replay.probes.base import Session
+from forensics.replay.probes.reproduce import hardware, reproduce
+from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult, write_results
+from forensics.replay.state import (
+    StateUnavailable,
+    advance,
+    check_batches,
+    clone,
+    pick_checkpoint,
+    restore,
+)
+from forensics.replay.verdicts import apply_verdicts
+from forensics.sim.trainer import TrainState, resolve_device
+from forensics.store.db import Store
+
+Progress = Callable[[str], None]
+Cache = dict[str, TrainState]  # checkpoint path -> the replayed state furthest along
+PROBES: dict[str, Callable[[Session], ReplayResult]] = {
+    "rare_tokens": rare_tokens.run,
+    "overflow": overflow.run,
+    "stale_beta2": optimizer.stale_beta2,
+    "lr_too_high": optimizer.lr_too_high,
+}
+
+
+def replay_run(
+    store: Store,
+    run_id: str,
+    *,
+    incident_id: int | None = None,
+    step: int | None = None,
+    device: str = "auto",
+    k: int = 20,
+    progress: Progress | None = None,
+) -> list[ReplayResult]:
+    """Replay the run's incidents (or one), store the `replays` rows, apply the verdicts to
+    `findings`/`incidents`, and return the rows. A run without incidents returns []; one
+    without any batch manifest raises ReplayError (no probe could run)."""
+    if k < 2:
+        raise ReplayError(f"--k must be at least 2 (got {k}): the window needs two steps")
+    dev = pick_device(device)
+    data = load_run(store, run_id)
+    if data.incidents and not data.records and not data.missing_spans:
+        raise ReplayError(replayable(store, run_id) or f'run "{run_id}" has no batches')
+    out: list[ReplayResult] = []
+    cache: Cache = {}
+    for inc in sorted(select_incidents(data, incident_id, step), key=lambda i: i.onset):
+        if progress is not None:
+            progress(f"replaying incident {inc.incident_id} of {run_id} on {dev}")
+        rows = replay_incident(data, inc, dev, k, progress, cache)
+        write_results(store, run_id, inc.incident_id, rows)
+        out += rows
+    apply_verdicts(store, run_id)
+    return out
+
+
+def pick_device(name: str) -> torch.device:
+    if name not in ("auto", "cpu") and not name.startswith("cuda"):
+        raise ReplayError(f"--device must be auto, cpu or cuda[:i], not {name!r}")
+    try:
+        return resolve_device(name)
+    except SimulationError as exc:
+        raise ReplayError(str(exc)) from exc
+
+
+def replay_incident(
+    data: RunData,
+    inc: Incident,
+    device: torch.device,
+    k: int,
+    progress: Progress | None = None,
+    cache: Cache | None = None,
+) -> list[ReplayResult]:
+    s = Session(data, make_plan(data, inc, k), device)
+    results = [data_corruption.run(s)]
+    t0 = time.perf_counter()
+    try:
+        rebuild(s, progress, {} if cache is None else cache)
+    except StateUnavailable as exc:
+        s.unavailable = str(exc)
+    results += [reproduce(s, time.perf_counter() - t0), hardware(s)]
+    for name, probe in PROBES.items():
+        if progress is not None:
+            progress(f"incident {inc.incident_id}: probe {name}")
+        results.append(probe(s))
+    return downgrade(arbitrate(confound(results, s)))
+
+
+def rebuild(s: Session, progress: Progress | None, cache: Cache) -> None:
+    """Restore the checkpoint and replay the logged steps, keeping the probes' snapshots.
+
+    Incidents are replayed in onset order, and the state at the end of one incident's window
+    is kept per checkpoint: the next incident that starts from the same checkpoint continues
+    from it instead of re-running the same steps (its reproduction check then covers the
+    steps from there on; the earlier ones were checked by the earlier incident)."""
+    plan, data = s.plan, s.data
+    ckpt = pick_checkpoint(data, plan.offending)
+    plan.start = max(plan.start, ckpt.step)
+    end = plan.offending
+    while end < plan.end and end + 1 in data.records:
+        end += 1
+    plan.end = end
+    s.checkpoint_step = ckpt.step
+    cached = cache.get(ckpt.path)
+    if cached is not None and cached.step <= plan.start:
+        check_batches(data, range(cached.step + 1, plan.offending + 1))
+        state = clone(cached)
+    else:
+        check_batches(data, range(ckpt.step + 1, plan.offending + 1))
+        state = restore(ckpt, s.device)
+    s.resumed_step = state.step
+    if progress is not None:
+        progress(f"restoring step {state.step}, replaying steps {state.step + 1}-{plan.end}")
+    rows = advance(state, data, plan.start)
+    s.start = clone(state)
+    rows += advance(state, data, plan.offending - 1)
+    s.pre = clone(state)
+    rows += advance(state, data, plan.end)
+    s.rows = {int(r["step"]): r for r in rows}
+    cache[ckpt.path] = state
+
+
+def confound(results: list[ReplayResult], s: Session) -> list[ReplayResult]:
+    """An optimizer counterfactual run over batches that the data probe found corrupt cannot
+    single out the optimizer (a smaller or better-scaled step shrinks any damage, bad data's
+    included): its confirmation becomes inconclusive."""
+    by = {r.probe: r for r in results}
+    data = by.get("data_corruption")
+    if data is None or data.verdict != CONFIRMED:
+        return results
+    bad = [t for t in data.numbers.get("corrupt_steps", []) if s.plan.start < t <= s.plan.end]
+    for name in ("stale_beta2", "lr_too_high"):
+        r = by.get(name)
+        if r is not None and r.verdict == CONFIRMED and bad:
+            r.verdict = INCONCLUSIVE
+            r.detail = (
+                f"the window holds corrupt batches (steps {bad[0]}-{bad[-1]}): a smaller step "
+                f"shrinks their damage too, so this cannot single out the optimizer; "
+                f"would be confirmed: {r.detail}"
+            )
+    return results
+
+
+def arbitrate(results: list[ReplayResult]) -> list[ReplayResult]:
+    """When beta2 = 0.95 alone removes the spike at the run's own learning rate, that LR was
+    sustainable: a confirmation of lr_too_high (halving it helps too) is then a refutation."""
+    by = {r.probe: r for r in results}
+    beta2, lr = by.get("stale_beta2"), by.get("lr_too_high")
+    if beta2 is not None and lr is not None and CONFIRMED == beta2.verdict == lr.verdict:
+        lr.verdict = REFUTED
+        lr.detail = (
+            "the beta2 counterfactual removes the spike at the run's own learning rate, so "
+            f"that LR is sustainable (halving it helps too: {lr.detail})"
+        )
+    return results
+
+
+def downgrade(results: list[ReplayResult]) -> list[ReplayResult]:
+    """Probes on an unfaithful state are inconclusive unless the hardware probe explains it."""
+    by = {r.probe: r for r in results}
+    repro, hw = by.get("reproduce"), by.get("hardware")
+    if repro is None or repro.verdict != REFUTED or (hw is not None and hw.verdict == CONFIRMED):
+        return results
+    for r in results:
+        if r.probe in PROBES and r.verdict in (CONFIRMED, REFUTED):
+            r.detail = (
+                f"replay does not reproduce the logged run ({repro.detail}); "
+                f"would be {r.verdict}: {r.detail}"
+            )
+            r.verdict = INCONCLUSIVE
+    return results
