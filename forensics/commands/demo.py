@@ -30,20 +30,20 @@ def demo(
     """
     folder = samples if samples is not None else sample_logs_dir()
     with err_console.status("running the demo") as status:
-        runs = run_demo(
+        result = run_demo(
             folder,
             out,
             gpu_hour_cost=gpu_hour_cost,
             progress=lambda msg: status.update(msg),
             warn=warn,
         )
-    for r in runs:
+    for r in result.runs:
         n = len(r.report.postmortems)
         out_console.print(
             f"{r.scenario}: {n} incident{'s' if n != 1 else ''} → {r.report.readme}",
             highlight=False,
         )
-    out_console.print(f"Open {out / runs[0].scenario / 'README.md'} to start.", highlight=False)
+    out_console.print(f"Open {result.index} to start.", highlight=False)
 
 
 __all__ = ["demo"]

@@ -96,10 +96,13 @@ class Rule:
 
 
 def _plain(v: Any) -> float | str | None:
+    """A JSON-safe evidence value; NaN/±Inf are kept as the strings the replays table uses."""
     if v is None or isinstance(v, str):
         return v
     f = float(v)
-    return f if f == f and abs(f) != float("inf") else str(f)
+    if f != f:
+        return "NaN"
+    return f if abs(f) != float("inf") else ("Infinity" if f > 0 else "-Infinity")
 
 
 # ----- loading ------------------------------------------------------------------------------

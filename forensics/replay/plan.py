@@ -108,7 +108,14 @@ def excess(loss: float | None, trend: float) -> float:
 
 def fmt_excess(x: float) -> str:
     """An excess for a detail sentence: BIG reads as what it stands for."""
-    return "non-finite" if x >= BIG else f"{x:.4g}"
+    return "non-finite" if x >= BIG else fmt_num(x)
+
+
+def fmt_num(x: float, digits: int = 4) -> str:
+    """A number for a detail sentence, with NaN and Inf spelt as the report spells them."""
+    if math.isnan(x):
+        return "NaN"
+    return f"{x:.{digits}g}" if math.isfinite(x) else ("+Inf" if x > 0 else "-Inf")
 
 
 def offending_step(data: RunData, inc: Incident, trend: float) -> int:

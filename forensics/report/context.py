@@ -196,10 +196,12 @@ def _index_at(steps: list[int], step: int) -> int:
 
 
 def _replay_summary(inc: Incident) -> str:
+    """The verdict on the incident's own cause, then how many other hypotheses fell."""
     if not inc.replays:
-        return "not run" if inc.replay in (None, "not_run") else str(inc.replay)
-    verdicts = [r.verdict for r in inc.replays]
-    return ", ".join(f"{v} ×{verdicts.count(v)}" for v in sorted(set(verdicts)))
+        return (inc.replay or "not_run").replace("_", " ")
+    own = "inconclusive" if inc.replay in (None, "not_run") else str(inc.replay)
+    others = {r.hypothesis for r in inc.replays if r.verdict == "refuted"} - {inc.cause}
+    return f"{own}; {len(others)} other cause{'s' if len(others) != 1 else ''} refuted"
 
 
 def _type_counts(views: list[IncidentView]) -> dict[str, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from forensics.report.fmt import count, num, usd
+from forensics.report.fmt import count, num, plural, usd
 
 
 @dataclass
@@ -78,7 +78,8 @@ def _tokens(cost: Cost, steps: int, tp: Throughput, stored: float | None) -> Non
     if tp.tokens_per_step:
         cost.tokens = steps * tp.tokens_per_step
         cost.tokens_how = (
-            f"{num(steps)} steps × {num(tp.tokens_per_step)} tokens/step ({tp.tokens_per_step_how})"
+            f"{plural(steps, 'step')} × {num(tp.tokens_per_step)} tokens/step "
+            f"({tp.tokens_per_step_how})"
         )
     elif stored is not None:
         cost.tokens, cost.tokens_how = stored, "as stored by the detector"
@@ -93,7 +94,7 @@ def _gpu_hours(cost: Cost, steps: int, tp: Throughput, stored: float | None) -> 
     if tp.seconds_per_step and tp.world_size:
         cost.gpu_hours = steps * tp.seconds_per_step * tp.world_size / 3600
         cost.gpu_hours_how = (
-            f"{num(steps)} steps × {num(tp.seconds_per_step)} s/step "
+            f"{plural(steps, 'step')} × {num(tp.seconds_per_step)} s/step "
             f"({tp.seconds_per_step_how}) × {num(tp.world_size)} GPUs "
             f"({tp.world_size_how}) ÷ 3600"
         )

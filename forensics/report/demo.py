@@ -7,18 +7,22 @@ pipeline is looked up at call time so this module imports even before it exists.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forensics.detect.store import write_json
 from forensics.errors import ForensicsError
 from forensics.report.export import browser_session
+from forensics.report.render import environment
 from forensics.report.writer import ReportResult, write_report
-from forensics.store import open_store
+from forensics.store import Store, open_store
 
 AnalyzeFn = Callable[..., Any]
 DB_NAME = "forensics.duckdb"
+INDEX_TEMPLATE = "demo.md.j2"
 
 
 class DemoError(ForensicsError):
@@ -30,6 +34,13 @@ class DemoRun:
     scenario: str
     db: Path
     report: ReportResult
+    row: dict[str, str]  # this run's line of the index (forensics-demo/README.md)
+
+
+@dataclass
+class DemoResult:
+    runs: list[DemoRun]
+    index: Path  # out/README.md: every run, what was injected and what was found
 
 
 def scenarios(samples: Path) -> list[Path]:
@@ -69,12 +80,17 @@ def run_demo(
     gpu_hour_cost: float | None = None,
     progress: Callable[[str], None] = lambda _msg: None,
     warn: Callable[[str], None] | None = None,
-) -> list[DemoRun]:
-    """Analyze each scenario into `out/<scenario>/` and write its report there."""
+) -> DemoResult:
+    """Analyze each scenario into `out/<scenario>/`, write its report and incidents.json
+    there, and an index of all of them (injected vs found) in `out/README.md`."""
     folders = scenarios(samples)  # first: "no sample runs" is the likelier problem
     fn = analyze or load_analyze()
     with browser_session():
-        return [_one(folder, out, fn, gpu_hour_cost, progress, warn) for folder in folders]
+        runs = [_one(folder, out, fn, gpu_hour_cost, progress, warn) for folder in folders]
+    index = out / "README.md"
+    text = environment().get_template(INDEX_TEMPLATE).render(runs=[r.row for r in runs])
+    index.write_text(text)
+    return DemoResult(runs, index)
 
 
 def _one(
@@ -94,7 +110,38 @@ def _one(
     with open_store(db, read_only=True) as store:
         run_id = store.resolve_run(folder.name)
         report = write_report(store, run_id, dest, gpu_hour_cost=gpu_hour_cost, warn=warn)
-    return DemoRun(folder.name, db, report)
+        write_json(store, run_id, dest / "incidents.json")
+        row = _index_row(store, run_id, folder, report)
+    return DemoRun(folder.name, db, report, row)
+
+
+def _index_row(store: Store, run_id: str, folder: Path, report: ReportResult) -> dict[str, str]:
+    """What the truth file says was injected beside what analyze found."""
+    found = store.query(
+        "SELECT onset_step, type, cause, replay FROM incidents WHERE run_id = ? "
+        "ORDER BY onset_step",
+        [run_id],
+    ).to_dicts()
+    return {
+        "scenario": folder.name,
+        "injected": _injected(folder / "truth.json"),
+        "found": "; ".join(f"step {i['onset_step']} ({i['type']})" for i in found) or "nothing",
+        "causes": ", ".join(sorted({str(i["cause"]) for i in found})) or "—",
+        "replay": ", ".join(sorted({str(i["replay"]) for i in found})) or "—",
+        "link": report.readme.relative_to(report.out_dir.parent).as_posix(),
+    }
+
+
+def _injected(truth: Path) -> str:
+    """`cause at step N (type)` per expected incident of a simulator truth.json."""
+    if not truth.is_file():
+        return "unknown (no truth.json)"
+    try:
+        expected = json.loads(truth.read_text()).get("expected", [])
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise DemoError(f"{truth}: not a simulator truth file ({exc})") from exc
+    items = [f"{e['cause']} at step {e['onset_step']} ({e['type']})" for e in expected]
+    return "; ".join(items) or "nothing (clean)"
 
 
 def _fresh_db(dest: Path) -> Path:

@@ -282,7 +282,7 @@ def build_gpt(store: Store) -> None:
             ev("recovery_steps", 25),
         ],
         features={"z_score": 41.2, "duration_steps": 25, "shape": "sharp"},
-        replay="done",
+        replay="confirmed",
     )
     add_finding(
         store,
@@ -370,7 +370,7 @@ def build_gpt(store: Store) -> None:
         peaks=[{"step": 4215, "value": 4.764}],
         evidence=[ev("loss_ratio", 1.66), ev("half_life_steps", 243, "slow decay")],
         features={"z_score": 22.5, "duration_steps": 1200},
-        replay="no_checkpoint",
+        replay="not_run",
     )
     add_finding(
         store,
@@ -422,7 +422,7 @@ def build_gpt(store: Store) -> None:
         restart_checkpoint_step=6000,
         evidence=[ev("loss_scale_min", 1.0, "hit the floor"), ev("nan_step", 7100)],
         features={"divergence": True},
-        replay="done",
+        replay="inconclusive",
     )
     add_finding(
         store,

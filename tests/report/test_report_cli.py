@@ -74,16 +74,21 @@ def test_demo_writes_a_report_per_sample_run(tmp_path: Path) -> None:
     for name in ("llm-13b-bf16", "clean-350m", "__pycache__"):
         (samples / name).mkdir(parents=True)
     seen: list[str] = []
-    runs = run_demo(
+    result = run_demo(
         samples, tmp_path / "demo", analyze=fake_analyze, progress=seen.append, warn=lambda _m: None
     )
+    runs = result.runs
     assert [r.scenario for r in runs] == ["clean-350m", "llm-13b-bf16"]
     assert len(runs[1].report.postmortems) == 2 and not runs[0].report.postmortems
     assert (tmp_path / "demo" / "llm-13b-bf16" / "README.md").is_file()
     assert "analyzing clean-350m" in seen
+    index = result.index.read_text()
+    assert "| `llm-13b-bf16` | unknown (no truth.json) |" in index
+    assert "(llm-13b-bf16/README.md)" in index
+    assert (tmp_path / "demo" / "llm-13b-bf16" / "incidents.json").is_file()
     (samples / "llm-13b-bf16").rmdir()
     again = run_demo(samples, tmp_path / "demo", analyze=fake_analyze, warn=lambda _m: None)
-    assert "31 logged steps" in again[0].report.readme.read_text()  # fresh DB, no doubled rows
+    assert "31 logged steps" in again.runs[0].report.readme.read_text()  # fresh DB, no doubled rows
 
 
 def test_demo_without_sample_runs_is_a_clear_error(tmp_path: Path) -> None:

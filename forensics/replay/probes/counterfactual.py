@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from forensics.replay.measure import token_losses
-from forensics.replay.plan import BIG, PRE_WINDOW, excess
+from forensics.replay.plan import BIG, PRE_WINDOW, excess, fmt_excess
+from forensics.replay.plan import fmt_num as n
 from forensics.replay.probes.base import Session
 from forensics.replay.state import StepRow, advance, clone, set_hparams
 from forensics.sim.model import GPT
@@ -145,16 +146,12 @@ class Window:
 
     def facts(self) -> str:
         return (
-            f"loss added by the updates: logged {self.x_log:.4g}, replayed {self.x_orig:.4g}, "
-            f"counterfactual {self.x_cf:.4g}; spike over trend {_fmt(self.e_log)}, noise "
-            f"allowance {self.a:.3g}; update norm peaks {self.u_cf:.3g} vs {self.u_orig:.3g} "
-            f"(pre-spike {self.u_pre:.3g}); normalized step peaks {self.r_cf:.3g} vs "
-            f"{self.r_orig:.3g} (pre-spike {self.r_pre:.3g})"
+            f"loss added by the updates: logged {n(self.x_log)}, replayed {n(self.x_orig)}, "
+            f"counterfactual {n(self.x_cf)}; spike over trend {fmt_excess(self.e_log)}, noise "
+            f"allowance {n(self.a, 3)}; update norm peaks {n(self.u_cf, 3)} vs "
+            f"{n(self.u_orig, 3)} (pre-spike {n(self.u_pre, 3)}); normalized step peaks "
+            f"{n(self.r_cf, 3)} vs {n(self.r_orig, 3)} (pre-spike {n(self.r_pre, 3)})"
         )
-
-
-def _fmt(x: float) -> str:
-    return "non-finite" if x >= BIG else f"{x:.4g}"
 
 
 def measure(s: Session, steps: list[int], cf: dict[int, StepRow]) -> tuple[Window, dict[str, Any]]:

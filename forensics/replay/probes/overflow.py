@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from forensics.replay.measure import Batch, Trace, trace
+from forensics.replay.plan import fmt_num
 from forensics.replay.probes.base import Session, mean
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
 from forensics.replay.state import StateUnavailable
@@ -111,7 +112,7 @@ def decide(prec: str, offs: dict[str, Trace], ctrls: list[Trace]) -> tuple[str, 
     if prec == "fp32":
         return REFUTED, (
             f"the run computed in fp32 (max {dtype_max('fp32'):.3g}); largest value "
-            f"{largest(fp32):.4g}"
+            f"{fmt_num(largest(fp32))}"
         )
     tr = offs[prec]
     where = tr.first_nonfinite or f"backward ({', '.join(tr.grad_nonfinite)})"
@@ -123,7 +124,7 @@ def decide(prec: str, offs: dict[str, Trace], ctrls: list[Trace]) -> tuple[str, 
             )
         return CONFIRMED, (
             f"the batch overflows in {prec} at {where} (fp32 largest value "
-            f"{largest(fp32):.4g} vs {prec} max {dtype_max(prec):.4g}); controls stay finite"
+            f"{fmt_num(largest(fp32))} vs {prec} max {dtype_max(prec):.4g}); controls stay finite"
         )
     used = largest(tr) / dtype_max(prec)
     if used < 0.5:

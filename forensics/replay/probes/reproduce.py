@@ -135,7 +135,12 @@ def _reproduce_verdict(c: Comparison, off: int) -> tuple[str, str]:
 
 
 def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.6g}"
+    """For the detail sentence: NaN and Inf spelt as the report spells them."""
+    if x is None:
+        return "n/a"
+    if math.isnan(x):
+        return "NaN"
+    return f"{x:.6g}" if math.isfinite(x) else ("+Inf" if x > 0 else "-Inf")
 
 
 def hardware(s: Session) -> ReplayResult:
