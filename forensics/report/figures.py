@@ -131,6 +131,31 @@ def _nan_markers(
     )
 
 
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values for a log axis over [lo, hi]: 1-2-5 per decade, or only the decades
+    (every other one past eight) when that would crowd the axis; finer when that gives
+    fewer than three."""
+    if not (0 < lo <= hi and math.isfinite(hi)):
+        return []
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    decades = [10.0**e for e in range(first, last + 1)]
+    steps = (1, 2, 5) if last - first <= 2 else (1,)
+    vals = [d * m for d in decades for m in steps if lo <= d * m <= hi]
+    if len(vals) < 3:
+        vals = [d * m for d in decades for m in (1, 1.5, 2, 3, 5, 7) if lo <= d * m <= hi]
+    while len(vals) > 8:
+        vals = vals[::2]
+    return vals
+
+
+def tick_label(v: float) -> str:
+    """A tick label: 3 significant digits, k/M/G above a thousand."""
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{suffix}"
+    return f"{v:.3g}"
+
+
 def _y_axis(fig: go.Figure, metric: str, name: str, ys: list[float], row: int) -> bool:
     """Log when the values span more than 3× (not for schedules); a flat line gets a range.
 
@@ -142,8 +167,11 @@ def _y_axis(fig: go.Figure, metric: str, name: str, ys: list[float], row: int) -
     )
     if metric == "lr":
         fig.update_yaxes(exponentformat="e", row=row, col=1)
-    if log and 10 <= max(ys) / min(ys) < 100:
-        fig.update_yaxes(dtick="D2", row=row, col=1)  # one to two decades: label 2 and 5 only
+    if log:
+        # Plotly's own log ticks label minor values as bare digits ("5", "2", "10k", "5"),
+        # which reads as nonsense on a short range: give it full 1-2-5 labels instead.
+        vals = log_ticks(min(ys), max(ys))
+        fig.update_yaxes(tickvals=vals, ticktext=[tick_label(v) for v in vals], row=row, col=1)
     if ys and min(ys) == max(ys):
         v = ys[0]
         span = [v * 0.5, v * 1.5] if v else [-1, 1]
@@ -365,7 +393,17 @@ def act_norms(data: dict[str, Any], n: int) -> go.Figure:
                 line={"color": "#7f7f7f", "width": 2},
             )
         )
-    fig.update_yaxes(title_text="activation L2 norm", rangemode="tozero")
+    every = values + [float(v) for v in control or []]
+    if use_log(every):  # an overflowing batch sits orders of magnitude above its control
+        vals = log_ticks(min(v for v in every if v > 0), max(every))
+        fig.update_yaxes(
+            title_text="activation L2 norm (log)",
+            type="log",
+            tickvals=vals,
+            ticktext=[tick_label(v) for v in vals],
+        )
+    else:
+        fig.update_yaxes(title_text="activation L2 norm", rangemode="tozero")
     fig.update_xaxes(title_text="layer", type="category")
     fig = layout(fig, f"Spike #{n}: per-layer activation norms during replay", 2)
     return fig.update_layout(hovermode="closest", showlegend=True, legend=LEGEND)

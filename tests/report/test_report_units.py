@@ -9,7 +9,7 @@ import pytest
 
 from forensics.report import fmt
 from forensics.report.export import find_chromium
-from forensics.report.figures import decimate, use_log
+from forensics.report.figures import decimate, log_ticks, tick_label, use_log
 from forensics.report.knowledge import Knowledge, action_argument
 from forensics.report.render import environment, knowledge
 
@@ -136,3 +136,12 @@ def test_missing_repo_folder_is_a_clear_error(tmp_path: Path) -> None:
         MissingFolderError, match=r'"sample_logs/" folder: looked in .*pip install -e'
     ):
         repo_folder("sample_logs", root=tmp_path)
+
+
+def test_log_ticks_are_labelled_in_full() -> None:
+    assert log_ticks(3.0, 11.0) == [3.0, 5.0, 7.0, 10.0]  # one decade: finer than 1-2-5
+    assert log_ticks(0.3, 2.5) == [0.5, 1.0, 2.0]
+    assert log_ticks(4096, 65536) == [5000.0, 10000.0, 20000.0, 50000.0]
+    assert len(log_ticks(1e-3, 1e12)) <= 8
+    assert log_ticks(0.0, 1.0) == [] and log_ticks(1.0, float("inf")) == []
+    assert [tick_label(v) for v in (0.5, 5000.0, 2.5e6, 3.0)] == ["0.5", "5k", "2.5M", "3"]
