@@ -97,6 +97,8 @@ def plot_run(
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    from forensics.report.figures import log_ticks, tick_label
+
     injected = [int(i["step"]) for i in truth.get("injected", [])]
     panels = _panels(rows, injected)
     fig = make_subplots(
@@ -118,6 +120,10 @@ def plot_run(
             )  # fmt: skip
             fig.add_trace(marks, row=i, col=1)
         fig.update_yaxes(type="log" if log else "linear", row=i, col=1)
+        if log:  # plotly labels minor log ticks with bare digits ("2", "5"): label in full
+            ys = [float(v) for v in values if np.isfinite(v) and v > 0]
+            ticks = log_ticks(min(ys), max(ys)) if ys else []
+            fig.update_yaxes(tickvals=ticks, ticktext=[tick_label(v) for v in ticks], row=i, col=1)
         for step in injected:
             if lo <= step <= hi:
                 fig.add_vline(
