@@ -247,6 +247,9 @@ def overview(
     for i, m in enumerate(rows, start=1):
         add_curve(fig, series.column(frame, m), m, i, "#1f77b4" if i == 1 else "#555555")
     shapes, notes = [], []
+    steps = frame["step"]
+    span = float(steps.max() - steps.min()) if frame.height else 1.0  # type: ignore[operator]
+    ends: list[float] = []  # right end (in steps) of the last label on each text row
     for inc in incidents:
         key, name = types.get(inc.incident_id, ("", ""))
         color = TYPE_COLORS.get(key, OTHER_COLOR)
@@ -256,13 +259,29 @@ def overview(
             vband(inc.onset_step, max(end, inc.onset_step + 1), color),
             vline(inc.onset_step, color, "dot"),
         ]
-        notes.append(label(inc.onset_step, f"#{inc.incident_id} {name}", color, "right"))
+        text = f"#{inc.incident_id} {name}" if len(incidents) <= 4 else f"#{inc.incident_id}"
+        note = label(inc.onset_step, text, color, "right")
+        note["y"] = 1.0 + 0.07 * _text_row(ends, inc.onset_step, len(text) * span / 110)
+        notes.append(note)
     decorate(fig, shapes, notes)
     fig.update_xaxes(title_text="step", row=len(rows), col=1)
     n = len(incidents)
     marked = f"{n} incident{'s' if n != 1 else ''} marked" if n else "no incident detected"
     title = f"{sentence(metric)} over the whole run: {marked}<br><sup>run {_short(run)}</sup>"
-    return layout(fig, title, len(rows))
+    fig = layout(fig, title, len(rows))
+    extra = 22 * max(len(ends) - 1, 0)  # room above the plot for the extra rows of labels
+    return fig.update_layout(height=fig.layout.height + extra, margin_t=80 + extra)
+
+
+def _text_row(ends: list[float], x: float, width: float) -> int:
+    """The lowest row of labels where a label from x to x + width overlaps no other (rows
+    grow as needed; `ends` holds each row's right end and is updated)."""
+    for row, right in enumerate(ends):
+        if x > right:
+            ends[row] = x + width
+            return row
+    ends.append(x + width)
+    return len(ends) - 1
 
 
 def _short(text: str, width: int = 90) -> str:
