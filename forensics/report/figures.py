@@ -247,8 +247,8 @@ def overview(
     for i, m in enumerate(rows, start=1):
         add_curve(fig, series.column(frame, m), m, i, "#1f77b4" if i == 1 else "#555555")
     shapes, notes = [], []
-    steps = frame["step"]
-    span = float(steps.max() - steps.min()) if frame.height else 1.0  # type: ignore[operator]
+    step_list = frame["step"].to_list()
+    span = float(max(step_list) - min(step_list)) if step_list else 1.0
     ends: list[float] = []  # right end (in steps) of the last label on each text row
     for inc in incidents:
         key, name = types.get(inc.incident_id, ("", ""))
