@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from forensics.errors import SimulationError
 from forensics.replay.context import Checkpoint, RunData
 from forensics.sim import checkpoint as ckpt_io
 from forensics.sim.data import BatchRecord, read_batch
-from forensics.sim.trainer import Fault, TrainConfig, TrainState, build_state, train_step
+from forensics.sim.trainer import Fault, TrainState, state_from_checkpoint, train_step
 
 StepRow = dict[str, Any]
 
@@ -64,21 +64,9 @@ def restore(ckpt: Checkpoint, device: torch.device, **overrides: Any) -> TrainSt
         raise StateUnavailable(str(exc)) from exc
     if not raw.get("optimizer") or not raw.get("train_config"):
         raise StateUnavailable(f"{ckpt.path}: no optimizer state / train_config in the checkpoint")
-    cfg = TrainConfig.from_dict(raw["train_config"])
-    bad = set(overrides) - {f.name for f in fields(TrainConfig)}
-    assert not bad, f"unknown TrainConfig fields {sorted(bad)}"
     # log_layers_every=0: layer stats are a separate no-grad forward, never part of the numerics.
-    cfg = replace(cfg, device=str(device), log_layers_every=0, **overrides)
-    state = build_state(cfg, run_dir=Path(ckpt.path).parent)
-    state.model.load_state_dict(raw["model"])
-    state.optimizer.load_state_dict(raw["optimizer"])
-    set_hparams(state, beta2=cfg.beta2)
-    state.scaler.load_state_dict(raw["scaler"])
-    if state.compute is not state.model:
-        state.compute.load_state_dict(state.model.state_dict())
-    ckpt_io.set_rng_state(raw["rng"])
-    state.step = int(raw["step"])
-    return state
+    overrides = {"device": str(device), "log_layers_every": 0} | overrides
+    return state_from_checkpoint(raw, Path(ckpt.path).parent, **overrides)
 
 
 def set_hparams(state: TrainState, **changes: Any) -> TrainState:

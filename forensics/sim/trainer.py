@@ -400,12 +400,19 @@ def resume_from_checkpoint(path: Path, run_dir: Path | None = None, **overrides:
     `checkpoints/`) is where relative batch sources are resolved."""
     path = Path(path)
     raw = ckpt_io.read_checkpoint(path)
+    return state_from_checkpoint(raw, Path(run_dir) if run_dir is not None else path.parent.parent,
+                                 **overrides)  # fmt: skip
+
+
+def state_from_checkpoint(raw: dict[str, Any], run_dir: Path, **overrides: Any) -> TrainState:
+    """The live training state a read checkpoint holds (model, Adam moments, loss scaler,
+    RNG), with TrainConfig fields overridden: what both resume and replay start from."""
     cfg = TrainConfig.from_dict(raw["train_config"])
     bad = set(overrides) - {f.name for f in fields(TrainConfig)}
     if bad:
         raise SimulationError(f"resume: unknown TrainConfig fields {sorted(bad)}")
     cfg = replace(cfg, **overrides)
-    state = build_state(cfg, Path(run_dir) if run_dir is not None else path.parent.parent)
+    state = build_state(cfg, run_dir)
     state.model.load_state_dict(raw["model"])
     state.optimizer.load_state_dict(raw["optimizer"])
     for group in state.optimizer.param_groups:
