@@ -17,7 +17,7 @@ import torch
 from forensics.replay.context import RunData
 from forensics.replay.measure import Batch
 from forensics.replay.plan import Plan
-from forensics.replay.result import ReplayResult
+from forensics.replay.result import INCONCLUSIVE, ReplayResult
 from forensics.replay.state import StateUnavailable, StepRow, load_batch
 from forensics.sim.trainer import TrainState
 
@@ -53,6 +53,16 @@ class Session:
 
     def batch(self, step: int) -> Batch:
         return load_batch(self.data, step, self.device)
+
+    def offending(self, probe: str, hypothesis: str) -> tuple[TrainState, Batch] | ReplayResult:
+        """The state before the offending step and its batch, or the `inconclusive` row
+        saying why a batch probe cannot run (no state rebuilt, batch unreadable)."""
+        if self.pre is None:
+            return self.result(probe, hypothesis, INCONCLUSIVE, {}, f"not run: {self.unavailable}")
+        try:
+            return self.pre, self.batch(self.plan.offending)
+        except StateUnavailable as exc:
+            return self.result(probe, hypothesis, INCONCLUSIVE, {}, f"not run: {exc}")
 
     def control_batches(self) -> list[Batch]:
         """The control batches that can be read (an unreadable control is just left out)."""

@@ -30,7 +30,6 @@ from forensics.replay.measure import Batch, Trace, trace
 from forensics.replay.plan import fmt_num
 from forensics.replay.probes.base import Session, mean
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
-from forensics.replay.state import StateUnavailable
 from forensics.sim.model import GPT
 
 PROBE, HYPOTHESIS = "overflow", "fp16_overflow"
@@ -43,13 +42,10 @@ def dtype_max(name: str) -> float:
 
 def run(s: Session) -> ReplayResult:
     t0 = time.perf_counter()
-    if s.pre is None:
-        return s.result(PROBE, HYPOTHESIS, INCONCLUSIVE, {}, f"not run: {s.unavailable}")
-    try:
-        off = s.batch(s.plan.offending)
-    except StateUnavailable as exc:
-        return s.result(PROBE, HYPOTHESIS, INCONCLUSIVE, {}, f"not run: {exc}")
-    state = s.pre
+    got = s.offending(PROBE, HYPOTHESIS)
+    if isinstance(got, ReplayResult):
+        return got
+    state, off = got
     scale = state.scaler.scale if state.scaler.enabled else None
     verdict, detail, numbers = evaluate(
         state.model, state.cfg.precision, scale, off, s.control_batches()

@@ -39,7 +39,6 @@ from forensics.replay.measure import Batch, as_dtype, group_grad_norms, token_lo
 from forensics.replay.plan import BIG, excess
 from forensics.replay.probes.base import Session, median
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
-from forensics.replay.state import StateUnavailable
 from forensics.sim.model import GPT
 
 PROBE = HYPOTHESIS = "rare_tokens"
@@ -50,19 +49,17 @@ MIN_COMMON = 16  # common positions needed to measure their own loss
 
 def run(s: Session) -> ReplayResult:
     t0 = time.perf_counter()
-    if s.pre is None:
-        return s.result(PROBE, HYPOTHESIS, INCONCLUSIVE, {}, f"not run: {s.unavailable}")
-    try:
-        off = s.batch(s.plan.offending)
-    except StateUnavailable as exc:
-        return s.result(PROBE, HYPOTHESIS, INCONCLUSIVE, {}, f"not run: {exc}")
+    got = s.offending(PROBE, HYPOTHESIS)
+    if isinstance(got, ReplayResult):
+        return got
+    state, off = got
     ctrls = s.control_batches()
     recs = s.data.records[s.plan.offending]
     freq = train_freq(s.data, recs[0].source)
     if freq is None or not ctrls:
         why = "no token counts and no readable shard" if freq is None else "no control batch"
         return s.result(PROBE, HYPOTHESIS, INCONCLUSIVE, {}, f"not run: {why}")
-    model = as_dtype(s.pre.model, torch.float32)
+    model = as_dtype(state.model, torch.float32)
     logged_ex = excess(s.data.value("loss", s.plan.offending), s.plan.trend)
     verdict, detail, numbers = evaluate(model, off, ctrls, freq, logged_ex)
     numbers = {"step": s.plan.offending, "freq_source": freq.source} | numbers
