@@ -8,13 +8,15 @@ name, value, wall time. Canonical names, run bookkeeping and the DB are not its 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import duckdb
 import polars as pl
 
 from forensics.errors import UnknownFormatError
+from forensics.store.blocks import MetricBlock, block_to_long, blocks_from_long
 
 # Schema of ReadResult.metrics. value keeps NaN/+Inf/-Inf; wall_time is seconds since epoch or null.
 METRIC_SCHEMA: dict[str, Any] = {
@@ -30,20 +32,70 @@ EVENT_SCHEMA: dict[str, Any] = {"step": pl.Int64, "kind": pl.Utf8, "detail": pl.
 HEAD_BYTES = 65536
 
 
-@dataclass
 class ReadResult:
-    metrics: pl.DataFrame
-    config: dict[str, Any] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    events: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=EVENT_SCHEMA))
+    """What a reader found in one source: metric values, config, warnings, events.
 
-    def __post_init__(self) -> None:
-        missing = set(METRIC_SCHEMA) - set(self.metrics.columns)
-        if "wall_time" in missing:
-            self.metrics = self.metrics.with_columns(pl.lit(None, pl.Float64).alias("wall_time"))
-            missing.discard("wall_time")
-        assert not missing, f"reader returned metrics without columns {missing}"
-        self.metrics = self.metrics.select([pl.col(c).cast(t) for c, t in METRIC_SCHEMA.items()])
+    A reader gives its metric values either as long rows (`metrics`, METRIC_SCHEMA) or as
+    blocks (`blocks`: series side by side, see forensics/store/blocks.py). Each form is
+    derived from the other on first use, so a wide log goes to the store without ever
+    becoming 8M long rows, while tests and callers can still read `metrics`.
+    `release()` frees what a reader staged in DuckDB; call it once the result is stored.
+    """
+
+    def __init__(
+        self,
+        metrics: pl.DataFrame | None = None,
+        config: dict[str, Any] | None = None,
+        warnings: list[str] | None = None,
+        events: pl.DataFrame | None = None,
+        *,
+        blocks: list[MetricBlock] | None = None,
+        release: Callable[[], None] | None = None,
+    ) -> None:
+        if (metrics is None) == (blocks is None):
+            raise ValueError("give either long metric rows or metric blocks")
+        self._long = _long_schema(metrics) if metrics is not None else None
+        self._blocks = blocks
+        self.config = config if config is not None else {}
+        self.warnings = warnings if warnings is not None else []
+        self.events = events if events is not None else pl.DataFrame(schema=EVENT_SCHEMA)
+        self._release = release
+
+    @property
+    def metrics(self) -> pl.DataFrame:
+        """Long rows: step, raw_name, value (NaN/Inf kept), wall_time."""
+        if self._long is None:
+            assert self._blocks is not None
+            parts = [block_to_long(b) for b in self._blocks]
+            long = pl.concat(parts, rechunk=False) if parts else pl.DataFrame(schema=METRIC_SCHEMA)
+            self._long = _long_schema(long)
+        return self._long
+
+    @metrics.setter
+    def metrics(self, long: pl.DataFrame) -> None:
+        self._long, self._blocks = _long_schema(long), None
+
+    @property
+    def blocks(self) -> list[MetricBlock]:
+        """The values as blocks, one per set of series logged on the same rows."""
+        if self._blocks is None:
+            self._blocks = [b for b, _ in blocks_from_long(self.metrics, ["raw_name"])]
+        return self._blocks
+
+    def release(self) -> None:
+        """Drop anything staged for this result (idempotent)."""
+        if self._release is not None:
+            release, self._release = self._release, None
+            release()
+
+
+def _long_schema(long: pl.DataFrame) -> pl.DataFrame:
+    missing = set(METRIC_SCHEMA) - set(long.columns)
+    if "wall_time" in missing:
+        long = long.with_columns(pl.lit(None, pl.Float64).alias("wall_time"))
+        missing.discard("wall_time")
+    assert not missing, f"reader returned metrics without columns {missing}"
+    return long.select([pl.col(c).cast(t) for c, t in METRIC_SCHEMA.items()])
 
 
 class Reader(ABC):
@@ -62,6 +114,13 @@ class Reader(ABC):
     def read(self, path: Path) -> ReadResult:
         """Read the whole source. Raise forensics.errors.InputError on malformed input;
         keep the good part of a truncated/torn file and say so in `warnings`."""
+
+    def read_with(self, con: duckdb.DuckDBPyConnection, path: Path) -> ReadResult:
+        """`read`, free to stage big tables on `con` (the store's connection) and return
+        blocks that are relations on it. `con` must not be inside a transaction: a failed
+        statement would abort it. Readers without such a path just `read`."""
+        del con
+        return self.read(path)
 
 
 _REGISTRY: dict[str, Reader] = {}

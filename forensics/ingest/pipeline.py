@@ -15,11 +15,13 @@ from typing import Any
 
 import polars as pl
 
+import forensics.ingest.readers  # noqa: F401 - registers the readers once, at import
 from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest import batches, checkpoints, config
 from forensics.ingest.base import Reader, ReadResult, detect_format, get_reader, sniff_format
 from forensics.store import Store
+from forensics.store.blocks import MetricBlock, value_column
 
 # File names too generic to name a run: the run takes its folder's name instead.
 _GENERIC_STEMS = {"metrics", "log", "main", "train", "trainer_state", "events", "history", "stdout"}
@@ -91,51 +93,62 @@ def classify(path: Path, forced: Reader | None = None) -> tuple[str, Reader | No
     return ("metrics", reader) if reader else ("unknown", None)
 
 
-def _canonicalise(
-    result: ReadResult, run_id: str, source: str, aliases: str | None
-) -> pl.DataFrame:
-    table = alias_table(aliases)
-    df = result.metrics
-    raw = df["raw_name"].unique().drop_nulls().sort().to_list()
-    mapping = {r: table.canonical(r) for r in raw}
-    # Enum (dictionary) columns, not strings: a 1M-step log is 8M rows, and mapping names,
-    # grouping by them and handing them to DuckDB then costs integer codes, not 8M strings.
-    metric_type = pl.Enum(sorted(set(mapping.values())))
-    df = df.with_columns(pl.col("raw_name").cast(pl.Enum(raw)))
-    df = df.with_columns(
-        pl.col("raw_name").replace_strict(mapping, return_dtype=metric_type).alias("metric"),
-        pl.lit(run_id, dtype=pl.Enum([run_id])).alias("run_id"),
-        pl.lit(source, dtype=pl.Enum([source])).alias("source"),
-    )
-    return _drop_repeated_steps(df, result)
+def _read_metrics(store: Store, path: Path, reader: Reader) -> ReadResult:
+    """Read a metric source, letting the reader stage big tables on the store's connection.
+
+    Called outside the ingest transaction (see Reader.read_with). Repeated steps are
+    resolved here, once for every format.
+    """
+    result = reader.read_with(store.con, path)
+    try:
+        _drop_repeated_steps(result)
+    except BaseException:
+        result.release()
+        raise
+    return result
 
 
-def _drop_repeated_steps(df: pl.DataFrame, result: ReadResult) -> pl.DataFrame:
-    """A resumed run logs some steps twice: keep the last value, say so as a warning/event."""
-    backwards = df.select(
-        (pl.col("step").diff().over("raw_name") <= 0).fill_null(False).any()
-    ).item()
-    if not backwards:
-        return df
-    before = df.height
-    df = df.unique(subset=["step", "raw_name"], keep="last", maintain_order=True).sort("step")
+def _drop_repeated_steps(result: ReadResult) -> None:
+    """A resumed run logs some steps twice: keep the last value, say so as a warning."""
+    if not any(_repeats_steps(b) for b in result.blocks):
+        return
+    long = result.metrics
+    before = long.height
+    long = long.unique(subset=["step", "raw_name"], keep="last", maintain_order=True).sort("step")
+    result.release()  # what was staged is superseded by the rows below
+    result.metrics = long
     result.warnings.append(
-        f"{before - df.height} repeated (step, metric) rows from a restart or resume: "
+        f"{before - long.height} repeated (step, metric) rows from a restart or resume: "
         "kept the last value of each"
     )
-    return df
+
+
+def _repeats_steps(block: MetricBlock) -> bool:
+    """Does a series of the block log a step twice or go back? Cheap when steps only rise."""
+    if block.rising:
+        return False
+    if isinstance(block.frame, pl.DataFrame):
+        steps = block.frame["step"]
+    else:
+        steps = pl.Series(block.frame.select("step").to_arrow_table()["step"])
+    if (steps.diff().drop_nulls() > 0).all():
+        return False
+    frame = block.polars()
+    return any(
+        (frame.filter(pl.col(value_column(i)).is_not_null())["step"].diff() <= 0).any()
+        for i in range(len(block.names))
+    )
 
 
 def _store_metrics(
-    store: Store, run_id: str, path: Path, reader: Reader, aliases: str | None
+    store: Store, run_id: str, path: Path, reader: Reader, result: ReadResult, aliases: str | None
 ) -> SourceSummary:
     source = str(path)
-    result = reader.read(path)
-    frame = _canonicalise(result, run_id, source, aliases)
     store.clear_source(run_id, source)
-    rows = store.insert_frame(
-        "metrics",
-        frame.select(["run_id", "step", "metric", "value", "wall_time", "raw_name", "source"]),
+    table = alias_table(aliases)
+    rows = sum(
+        store.insert_metric_block(run_id, source, block, [table.canonical(n) for n in block.names])
+        for block in result.blocks
     )
     if result.events.height:
         store.insert_frame(
@@ -239,22 +252,36 @@ def _ingest_run(
     summary = RunSummary(name)
     found = _sources(paths, forced)
     first_metrics = next((r for _, k, r in found if k == "metrics"), None)
-    with store.transaction():
-        store.upsert_run(
-            name, str(paths[0].resolve()), first_metrics.name if first_metrics else "", {}
-        )
-        for path, kind, reader in found:
-            if progress:
-                progress(f"{name}: {path.name} ({kind})")
+    # Metric logs are read before the transaction opens: a reader may stage a big log on
+    # the store's connection, and a statement failing inside a transaction would abort it.
+    read: dict[int, ReadResult] = {}
+    try:
+        for i, (path, kind, reader) in enumerate(found):
             if kind == "metrics":
                 assert reader is not None
-                summary.sources.append(_store_metrics(store, name, path, reader, aliases))
-            else:
-                summary.sources.append(_store_other(store, name, path, kind))
-        store.con.execute(
-            "UPDATE runs SET format = ? WHERE run_id = ?",
-            [first_metrics.name if first_metrics else "", name],
-        )
+                if progress:
+                    progress(f"{name}: {path.name} ({kind})")
+                read[i] = _read_metrics(store, path, reader)
+        with store.transaction():
+            store.upsert_run(
+                name, str(paths[0].resolve()), first_metrics.name if first_metrics else "", {}
+            )
+            for i, (path, kind, reader) in enumerate(found):
+                if kind == "metrics":
+                    assert reader is not None
+                    source = _store_metrics(store, name, path, reader, read[i], aliases)
+                else:
+                    if progress:
+                        progress(f"{name}: {path.name} ({kind})")
+                    source = _store_other(store, name, path, kind)
+                summary.sources.append(source)
+            store.con.execute(
+                "UPDATE runs SET format = ? WHERE run_id = ?",
+                [first_metrics.name if first_metrics else "", name],
+            )
+    finally:  # after the transaction, so that a rollback cannot bring a staged table back
+        for result in read.values():
+            result.release()
     return summary
 
 

@@ -18,9 +18,11 @@ import polars as pl
 
 from forensics.canon import alias_table
 from forensics.errors import RunNotFoundError, StoreError
+from forensics.store.blocks import MetricBlock, blocks_from_long, value_column
 from forensics.store.schema import ALL_DDL, PER_SOURCE_TABLES, SCHEMA_VERSION, wide_view_sql
 
 METRIC_COLUMNS = ["run_id", "step", "metric", "value", "wall_time", "raw_name", "source"]
+_BLOCK_VIEW = "_forensics_block"  # temp view over the block being written
 
 
 class Store:
@@ -35,16 +37,44 @@ class Store:
         except duckdb.Error as exc:
             msg = str(exc).splitlines()[0]
             raise StoreError(f'cannot open "{self.path}": {msg}') from exc
+        self.con.execute("SET enable_progress_bar = false")  # readers run big scans on it
         if not read_only:
             self._ensure_schema()
 
     def _ensure_schema(self) -> None:
-        for ddl in ALL_DDL:
-            self.con.execute(ddl)
+        with self.transaction():
+            old_metrics = self._is_table("metrics")
+            if old_metrics:  # schema 1 stored long rows in a `metrics` table
+                self.con.execute("DROP VIEW IF EXISTS metrics_wide")
+                self.con.execute("ALTER TABLE metrics RENAME TO metrics_v1")
+            for ddl in ALL_DDL:
+                self.con.execute(ddl)
+            if old_metrics:
+                self._migrate_v1_metrics()
         self.con.execute(
             "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
         )
         self.con.execute(wide_view_sql(alias_table().names()))
+
+    def _is_table(self, name: str) -> bool:
+        rows = self.con.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ?", [name]
+        ).fetchall()
+        return bool(rows)
+
+    def _migrate_v1_metrics(self) -> None:
+        """Schema 1's long `metrics` rows into blocks, one block per series."""
+        self.con.execute(
+            "INSERT INTO metric_columns SELECT row_number() OVER (ORDER BY run_id, source, metric, "
+            "raw_name), 1, * FROM "
+            "(SELECT DISTINCT run_id, source, metric, raw_name FROM metrics_v1)"
+        )
+        self.con.execute(
+            "INSERT INTO metric_rows SELECT c.block_id, m.step, m.wall_time, [m.value] "
+            "FROM metrics_v1 m JOIN metric_columns c USING (run_id, source, metric, raw_name) "
+            "WHERE m.value IS NOT NULL"
+        )
+        self.con.execute("DROP TABLE metrics_v1")
 
     def close(self) -> None:
         self.con.close()
@@ -115,6 +145,14 @@ class Store:
     # ----- per-source rows --------------------------------------------------------------
     def clear_source(self, run_id: str, source: str) -> None:
         """Remove every row a source file contributed, so re-ingesting it adds nothing."""
+        self.con.execute(
+            "DELETE FROM metric_rows WHERE block_id IN (SELECT block_id FROM metric_columns "
+            "WHERE run_id = ? AND source = ?)",
+            [run_id, source],
+        )
+        self.con.execute(
+            "DELETE FROM metric_columns WHERE run_id = ? AND source = ?", [run_id, source]
+        )
         for table in PER_SOURCE_TABLES:
             col = "manifest" if table == "batches" else "source"
             self.con.execute(
@@ -134,12 +172,123 @@ class Store:
 
     def insert_frame(self, table: str, frame: pl.DataFrame) -> int:
         """Bulk insert through Arrow (no per-row Python); columns are matched by name."""
+        if table == "metrics":
+            raise StoreError("`metrics` is a view: store metric rows with Store.insert_metrics")
         if frame.height == 0:
             return 0
         arrow = frame.to_arrow()  # noqa: F841 - referenced by name in the SQL below
         cols = ", ".join(f'"{c}"' for c in frame.columns)
         self.con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM arrow")
         return frame.height
+
+    # ----- metric values -----------------------------------------------------------------
+    def insert_metrics(self, frame: pl.DataFrame) -> int:
+        """Store long metric rows (the columns of `metrics`): the one way values go in.
+
+        Rows are grouped into blocks (series of one run and source logged at the same
+        steps); a NULL value means "not logged" and is not stored. Returns the values stored.
+        """
+        missing = [c for c in METRIC_COLUMNS if c not in frame.columns]
+        if missing:
+            raise StoreError(f"metric rows lack column(s) {', '.join(missing)}")
+        frame = frame.select(METRIC_COLUMNS).filter(pl.col("value").is_not_null())
+        stored = 0
+        for (run_id, source), part in frame.partition_by(
+            ["run_id", "source"], maintain_order=True, as_dict=True
+        ).items():
+            for block, keys in blocks_from_long(part, ["metric", "raw_name"]):
+                stored += self.insert_metric_block(
+                    str(run_id), str(source), block, [str(k[0]) for k in keys]
+                )
+        return stored
+
+    def insert_metric_block(
+        self, run_id: str, source: str, block: MetricBlock, metrics: list[str]
+    ) -> int:
+        """Store one block; `metrics` is the canonical name of each of its value columns.
+
+        Columns with the same null rows are written together, each group as a block of its
+        own holding only the rows where it has values, so no stored list holds a null.
+        Returns the number of values stored.
+        """
+        if len(metrics) != len(block.names):
+            raise StoreError(f"{len(block.names)} value columns but {len(metrics)} metric names")
+        if not block.names:
+            return 0
+        frame = block.frame
+        if isinstance(frame, pl.DataFrame):
+            self.con.register(_BLOCK_VIEW, frame.to_arrow())
+        else:  # a relation on this connection (a reader's staged table)
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {_BLOCK_VIEW} AS {frame.sql_query()}")
+        try:
+            rows, groups = self._dense_groups(len(block.names))
+            for cols, count in groups:
+                self._write_block(run_id, source, block, metrics, cols, count < rows)
+            return sum(count * len(cols) for cols, count in groups)
+        finally:
+            if isinstance(frame, pl.DataFrame):
+                self.con.unregister(_BLOCK_VIEW)
+            else:
+                self.con.execute(f"DROP VIEW IF EXISTS {_BLOCK_VIEW}")
+
+    def _dense_groups(self, width: int) -> tuple[int, list[tuple[list[int], int]]]:
+        """Rows of the block view, and its value columns grouped by their null rows.
+
+        Columns without any value are left out. Counts split the columns first; columns
+        with equal counts are compared row by row only against each group's first column.
+        """
+        rows, *counts = self.con.execute(
+            "SELECT count(*), "
+            + ", ".join(f"count({value_column(i)})" for i in range(width))
+            + f" FROM {_BLOCK_VIEW}"
+        ).fetchall()[0]
+        groups: list[tuple[list[int], int]] = []
+        for i, count in enumerate(counts):
+            if not count:
+                continue
+            peers = [g for g in groups if g[1] == count]
+            if peers:
+                differ = self.con.execute(
+                    "SELECT "
+                    + ", ".join(
+                        f"count(*) FILTER (({value_column(i)} IS NULL) <> "
+                        f"({value_column(g[0][0])} IS NULL))"
+                        for g in peers
+                    )
+                    + f" FROM {_BLOCK_VIEW}"
+                ).fetchall()[0]
+                same = next((g for g, d in zip(peers, differ, strict=True) if d == 0), None)
+                if same is not None:
+                    same[0].append(i)
+                    continue
+            groups.append(([i], count))
+        return rows, groups
+
+    def _write_block(
+        self,
+        run_id: str,
+        source: str,
+        block: MetricBlock,
+        metrics: list[str],
+        cols: list[int],
+        sparse: bool,
+    ) -> None:
+        (block_id,) = self.con.execute(
+            "SELECT coalesce(max(block_id), 0) + 1 FROM metric_columns"
+        ).fetchall()[0]
+        self.con.executemany(
+            "INSERT INTO metric_columns VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                [block_id, slot, run_id, source, metrics[i], block.names[i]]
+                for slot, i in enumerate(cols, start=1)
+            ],
+        )
+        values = ", ".join(value_column(i) for i in cols)
+        where = f"WHERE {value_column(cols[0])} IS NOT NULL" if sparse else ""
+        self.con.execute(
+            f"INSERT INTO metric_rows SELECT {int(block_id)}, step, wall_time, [{values}] "
+            f"FROM {_BLOCK_VIEW} {where}"
+        )
 
     # ----- reads for later stages -------------------------------------------------------
     def metrics_long(self, run_id: str, metrics: list[str] | None = None) -> pl.DataFrame:

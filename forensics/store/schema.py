@@ -2,12 +2,14 @@
 
 Each stage owns its tables (ingest: runs..token_counts; detect: incidents, findings,
 near_misses; replay: replays) but all DDL lives here so the schema has one home.
-Columns are only ever added, never renamed, so older databases stay readable.
+Columns are only ever added, never renamed, so older databases stay readable (the one
+exception, `metrics` becoming a view in schema 2, is migrated by Store._ensure_schema).
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+# 2: `metrics` became a view over metric_columns + metric_rows (was a table).
+SCHEMA_VERSION = 2
 
 INGEST_DDL = [
     """CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
@@ -30,14 +32,20 @@ INGEST_DDL = [
         ingested_at TIMESTAMP,
         PRIMARY KEY (run_id, path)
     )""",
-    """CREATE TABLE IF NOT EXISTS metrics (
+    # `metrics` is a view over these two (METRICS_VIEW): see forensics/store/blocks.py.
+    """CREATE TABLE IF NOT EXISTS metric_columns (
+        block_id INTEGER NOT NULL,
+        slot INTEGER NOT NULL,
         run_id VARCHAR NOT NULL,
-        step BIGINT NOT NULL,
+        source VARCHAR NOT NULL,
         metric VARCHAR NOT NULL,
-        value DOUBLE,
+        raw_name VARCHAR NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS metric_rows (
+        block_id INTEGER NOT NULL,
+        step BIGINT NOT NULL,
         wall_time DOUBLE,
-        raw_name VARCHAR NOT NULL,
-        source VARCHAR NOT NULL
+        vals DOUBLE[] NOT NULL
     )""",
     """CREATE TABLE IF NOT EXISTS events (
         run_id VARCHAR NOT NULL,
@@ -167,11 +175,19 @@ REPLAY_DDL = [
     )""",
 ]
 
-ALL_DDL = INGEST_DDL + DETECT_DDL + REPLAY_DDL
+# The long form every stage reads: one row per (run, series, step). A view, so that a
+# value costs its 8 bytes plus a share of its record's step and wall time, not a row with
+# four strings (docs/schema.md says why). `slot` is 1-based, like DuckDB lists.
+METRICS_VIEW = """CREATE OR REPLACE VIEW metrics AS
+    SELECT c.run_id, r.step, c.metric, r.vals[c.slot] AS value, r.wall_time, c.raw_name,
+        c.source
+    FROM metric_columns c JOIN metric_rows r USING (block_id)"""
+
+ALL_DDL = INGEST_DDL + [METRICS_VIEW] + DETECT_DDL + REPLAY_DDL
 
 # Tables whose rows belong to one source file of a run: re-ingesting that file replaces them.
+# (Metric values, in metric_columns/metric_rows, are cleared by Store.clear_source itself.)
 PER_SOURCE_TABLES = [
-    "metrics",
     "events",
     "checkpoints",
     "checkpoint_stats",

@@ -39,7 +39,7 @@ def test_schema_version_recorded(tmp_db: Path) -> None:
 def test_nan_and_inf_are_stored_not_nulled(tmp_db: Path) -> None:
     with open_store(tmp_db) as store:
         store.upsert_run("r", "x.jsonl", "jsonl", {})
-        store.insert_frame("metrics", _rows("r", [1.0, math.nan, math.inf, -math.inf]))
+        store.insert_metrics(_rows("r", [1.0, math.nan, math.inf, -math.inf]))
         values = store.metrics_long("r")["value"].to_list()
         wide = store.metrics_frame("r")
     assert values[0] == 1.0 and math.isnan(values[1])
@@ -50,7 +50,7 @@ def test_nan_and_inf_are_stored_not_nulled(tmp_db: Path) -> None:
 def test_failed_transaction_keeps_what_was_stored(tmp_db: Path) -> None:
     with open_store(tmp_db) as store:
         store.upsert_run("r", "x.jsonl", "jsonl", {"beta2": 0.95})
-        store.insert_frame("metrics", _rows("r", [1.0, 2.0]))
+        store.insert_metrics(_rows("r", [1.0, 2.0]))
         with pytest.raises(RuntimeError), store.transaction():
             store.clear_source("r", "x.jsonl")
             raise RuntimeError("reader failed half-way")
@@ -79,3 +79,61 @@ def test_resolve_run_names_the_known_runs(tmp_db: Path) -> None:
 def test_read_only_open_of_missing_db_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="does not exist"):
         open_store(tmp_path / "nope.duckdb", read_only=True)
+
+
+def test_metrics_view_groups_series_into_dense_blocks(tmp_db: Path) -> None:
+    """Series logged at the same steps share a block; a sparse one gets its own rows."""
+    every = _rows("r", [1.0, 2.0, 3.0, 4.0])
+    grad = every.with_columns(pl.lit("grad_norm").alias("metric"), pl.lit("gn").alias("raw_name"))
+    val = _rows("r", [9.0, 8.0]).with_columns(
+        pl.Series("step", [1, 3]), pl.lit("val_loss").alias("metric"), pl.lit("v").alias("raw_name")
+    )
+    with open_store(tmp_db) as store:
+        assert store.insert_metrics(pl.concat([every, grad, val])) == 10
+        blocks = store.query(
+            "SELECT block_id, count(*) AS n FROM metric_columns GROUP BY ALL ORDER BY 1"
+        )["n"].to_list()
+        rows = store.query("SELECT count(*) AS n FROM metric_rows")["n"][0]
+        val_loss = store.metrics_long("r", ["val_loss"])
+    assert blocks == [2, 1] and rows == 4 + 2
+    assert val_loss["step"].to_list() == [1, 3] and val_loss["value"].to_list() == [9.0, 8.0]
+
+
+def test_clear_source_removes_its_values_only(tmp_db: Path) -> None:
+    other = _rows("r", [5.0]).with_columns(pl.lit("y.jsonl").alias("source"))
+    with open_store(tmp_db) as store:
+        store.insert_metrics(pl.concat([_rows("r", [1.0, 2.0]), other]))
+        store.clear_source("r", "x.jsonl")
+        left = store.query("SELECT source, value FROM metrics").rows()
+        orphans = store.query(
+            "SELECT count(*) AS n FROM metric_rows WHERE block_id NOT IN "
+            "(SELECT block_id FROM metric_columns)"
+        )["n"][0]
+    assert left == [("y.jsonl", 5.0)] and orphans == 0
+
+
+def test_metrics_is_written_only_through_insert_metrics(tmp_db: Path) -> None:
+    with open_store(tmp_db) as store, pytest.raises(StoreError, match="insert_metrics"):
+        store.insert_frame("metrics", _rows("r", [1.0]))
+
+
+def test_schema_1_metrics_table_is_migrated(tmp_db: Path) -> None:
+    import duckdb
+
+    con = duckdb.connect(str(tmp_db))
+    con.execute(
+        "CREATE TABLE metrics (run_id VARCHAR NOT NULL, step BIGINT NOT NULL, "
+        "metric VARCHAR NOT NULL, value DOUBLE, wall_time DOUBLE, raw_name VARCHAR NOT NULL, "
+        "source VARCHAR NOT NULL)"
+    )
+    con.execute(
+        "INSERT INTO metrics VALUES ('r', 1, 'loss', 'NaN', NULL, 'train/loss', 'x'), "
+        "('r', 2, 'loss', 2.5, 10.0, 'train/loss', 'x'), ('r', 1, 'lr', 0.1, NULL, 'lr', 'x')"
+    )
+    con.close()
+    with open_store(tmp_db) as store:
+        rows = store.query(
+            "SELECT step, metric, value, wall_time FROM metrics ORDER BY metric, step"
+        ).rows()
+    assert rows[1:] == [(2, "loss", 2.5, 10.0), (1, "lr", 0.1, None)]
+    assert rows[0][:2] == (1, "loss") and math.isnan(rows[0][2])

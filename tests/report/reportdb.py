@@ -251,7 +251,7 @@ def build_gpt(store: Store) -> None:
             "peak_lr": 3e-4,
         },
     )
-    store.insert_frame("metrics", metric_rows(run, range(0, 7200), gpt_metrics(), 5.35))
+    store.insert_metrics(metric_rows(run, range(0, 7200), gpt_metrics(), 5.35))
     add_source(store, run, f"runs/{run}/metrics.jsonl", "metrics", "jsonl", 36000)
     add_source(store, run, f"runs/{run}/config.yaml", "config", "yaml", 1)
     for s in range(1000, 8000, 1000):
@@ -459,7 +459,7 @@ def build_b(store: Store) -> None:
         "megatron",
         {"precision": "bf16", "global_batch_size": 1024, "seq_len": 2048},
     )
-    store.insert_frame("metrics", metric_rows(run, range(0, 6000, 10), b_metrics(), None))
+    store.insert_metrics(metric_rows(run, range(0, 6000, 10), b_metrics(), None))
     add_source(store, run, f"runs/{run}/metrics.jsonl", "metrics", "megatron", 1800)
     add_incident(
         store,
@@ -529,7 +529,7 @@ def build_b(store: Store) -> None:
 def build_c(store: Store) -> None:
     run = "clean-350m"
     store.upsert_run(run, f"runs/{run}", "jsonl", {"precision": "bf16"})
-    store.insert_frame("metrics", metric_rows(run, range(0, 3001, 100), c_metrics(), 2.0))
+    store.insert_metrics(metric_rows(run, range(0, 3001, 100), c_metrics(), 2.0))
     store.con.execute("INSERT INTO near_misses VALUES (?, 1500, 'loss', 2.7, 2.45, 1.1, '')", [run])
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from forensics.errors import InputError
+from forensics.store.blocks import MetricBlock, block_from_columns, block_to_long
 
 STEP_KEYS: tuple[str, ...] = (
     "trainer/global_step",
@@ -72,17 +73,24 @@ def _epoch_seconds(col: pl.Series) -> pl.Series | None:
     elif not col.dtype.is_numeric():
         return None
     col = col.cast(pl.Float64)
+    scale = clock_scale(col)
+    # times the reciprocal (what polars does for `col / scale`), as the SQL path does too
+    return None if scale is None else col * (1.0 / scale)
+
+
+def clock_scale(col: pl.Series) -> float | None:
+    """Units per second of a numeric clock column (1, 1e3, 1e6, 1e9), judged by its first
+    finite value; None when that value is too small to be a clock reading (a duration)."""
     finite = col.filter(col.is_finite())
     if finite.is_empty():
         return None
     first = abs(float(finite[0]))
     if first < _EPOCH_MIN_S:
         return None
-    scale = 1.0 if first < 1e11 else 1e3 if first < 1e14 else 1e6 if first < 1e17 else 1e9
-    return col / scale
+    return 1.0 if first < 1e11 else 1e3 if first < 1e14 else 1e6 if first < 1e17 else 1e9
 
 
-def _wall_time(wide: pl.DataFrame) -> tuple[str | None, pl.Series | None]:
+def wall_time_column(wide: pl.DataFrame) -> tuple[str | None, pl.Series | None]:
     for key in WALL_TIME_KEYS:
         if key in wide.columns:
             seconds = _epoch_seconds(wide[key])
@@ -91,7 +99,7 @@ def _wall_time(wide: pl.DataFrame) -> tuple[str | None, pl.Series | None]:
     return None, None
 
 
-def _steps(wide: pl.DataFrame, key: str, path: Path, first_line: int | None) -> pl.Series:
+def steps_column(wide: pl.DataFrame, key: str, path: Path, first_line: int | None) -> pl.Series:
     """The step column as Int64 (nulls where a record has no step); errors name the line."""
     raw = wide[key]
     if raw.dtype.is_integer():
@@ -110,11 +118,11 @@ def _steps(wide: pl.DataFrame, key: str, path: Path, first_line: int | None) -> 
     return values.cast(pl.Int64)
 
 
-def metric_columns(wide: pl.DataFrame, exclude: set[str]) -> list[str]:
+def metric_columns(columns: list[str], exclude: set[str]) -> list[str]:
     """Columns that may hold metrics: everything but step/wall keys, '_' and index columns."""
     return [
         c
-        for c in wide.columns
+        for c in columns
         if c not in exclude
         and c not in STEP_KEYS
         and c not in _INDEX_COLUMNS
@@ -130,41 +138,33 @@ def wide_to_long(
     `first_line` is the file line of row 0 (rows on consecutive lines), so that errors can
     name a line; None where rows and lines do not correspond.
     """
+    block, warnings = wide_to_block(wide, path, first_line=first_line)
+    return block_to_long(block), warnings
+
+
+def wide_to_block(
+    wide: pl.DataFrame, path: Path, *, first_line: int | None = None
+) -> tuple[MetricBlock, list[str]]:
+    """The wide table as one metric block (columns renamed, values not copied) and warnings.
+
+    Records without a step are dropped (with a warning); a column with no number in it is
+    not a metric. `first_line` as for `wide_to_long`.
+    """
     key = pick_step_key(wide.columns)
     if key is None:
         raise InputError(path, "no step column", expected=f"one of {', '.join(STEP_KEYS)}")
-    steps = _steps(wide, key, path, first_line)
-    wall_key, wall = _wall_time(wide)
-    if wall is None:
-        wall = pl.repeat(None, wide.height, dtype=pl.Float64, eager=True)
-    long = _stack(wide, steps, wall, {wall_key} if wall_key else set())
+    steps = steps_column(wide, key, path, first_line)
+    wall_key, wall = wall_time_column(wide)
+    names, values = [], []
+    for name in metric_columns(wide.columns, {wall_key} if wall_key else set()):
+        numbers = to_float(wide[name])
+        if numbers is not None:
+            names.append(name)
+            values.append(numbers)
+    block = block_from_columns(steps, wall, values, names)
     missing = steps.null_count()
-    warnings = [f"{missing} records without a '{key}' value were skipped"] if missing else []
-    if missing or long["value"].null_count():  # skip an 8M-row copy when nothing is missing
-        long = long.filter(pl.col("value").is_not_null() & pl.col("step").is_not_null())
-    return long, warnings
-
-
-def _stack(
-    wide: pl.DataFrame, steps: pl.Series, wall: pl.Series, exclude: set[str]
-) -> pl.DataFrame:
-    """One block of rows per metric column, stacked without copying (rechunk=False)."""
-    parts = []
-    for name in metric_columns(wide, exclude):
-        values = to_float(wide[name])
-        if values is not None:
-            parts.append(_long_part(steps, name, values, wall))
-    if not parts:
-        return pl.DataFrame(schema={"step": pl.Int64, "raw_name": pl.Utf8, "value": pl.Float64})
-    return pl.concat(parts, rechunk=False)
-
-
-def _long_part(steps: pl.Series, name: str, values: pl.Series, wall: pl.Series) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "step": steps,
-            "raw_name": pl.repeat(name, len(steps), dtype=pl.Utf8, eager=True),
-            "value": values,
-            "wall_time": wall.cast(pl.Float64),
-        }
-    )
+    if not missing:
+        return block, []
+    assert isinstance(block.frame, pl.DataFrame)
+    block.frame = block.frame.filter(pl.col("step").is_not_null())
+    return block, [f"{missing} records without a '{key}' value were skipped"]

@@ -6,13 +6,15 @@ trainer/global_step, global_step, step, iteration, iter, _step). Bare `NaN`, `In
 and `-Infinity` tokens (Python's `json.dumps` writes them) are values; `null` is no data;
 booleans are 0/1; text that does not spell a number is skipped.
 
-Two paths give the same result. Large files go through DuckDB's vectorised JSON reader:
-the full key set is found first (DuckDB's own schema sampling silently drops keys first
-seen after 20,480 lines and rounds 1.5 to 2 in a column sampled as integers), then every
-column is read with an explicit type. Small files, nested records and anything DuckDB
-declines take the exact Python path, which is also the one that names the malformed line.
-A torn last line (a run killed mid-write) is dropped with a warning; a malformed line
-anywhere else is an InputError.
+Two paths give the same result (one exception: a fractional step past DuckDB's 20,480-line
+sample, in a step column of integers, is rounded there; see `_jsonl_stage`). Large files
+go through DuckDB's vectorised JSON reader (`_jsonl_stage`: every key, exact values, one
+read of the file in the common case); when
+the reader is given the store's connection the log is staged there and goes into the
+store without leaving DuckDB. Small files, nested records and anything DuckDB declines
+take the exact Python path, which is also the one that names the malformed line. A torn
+last line (a run killed mid-write) is dropped with a warning; a malformed line anywhere
+else is an InputError.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import math
 import re
 import shutil
 import tempfile
-from contextlib import suppress
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,19 +34,16 @@ import polars as pl
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
-from forensics.ingest.readers._wide import STEP_KEYS, WALL_TIME_KEYS, pick_step_key, wide_to_long
+from forensics.ingest.readers import _jsonl_stage as staging
+from forensics.ingest.readers._wide import STEP_KEYS, WALL_TIME_KEYS, wide_to_block
+from forensics.store.blocks import MetricBlock, block_to_long
 
 # One JSON object with a step key, yet not a per-step log: W&B's end-of-run summary.
 NOT_HISTORY = frozenset({"wandb-summary.json", "wandb-metadata.json"})
-SMALL_FILE_BYTES = 1 << 20
-_STEP_SET = frozenset(STEP_KEYS)  # below this, starting DuckDB costs more than parsing in Python
+SMALL_FILE_BYTES = 1 << 20  # below this, starting DuckDB costs more than parsing in Python
+_STEP_SET = frozenset(STEP_KEYS)
 _CHUNK_ROWS = 50_000
 _TAIL_BYTES = 1 << 20
-# DuckDB's sampled type → the type we read the column as. Numbers (and all-null samples)
-# as DOUBLE; text, including text DuckDB recognised as dates or UUIDs, as VARCHAR.
-_NUMERIC_TYPES = ("BIGINT", "UBIGINT", "INTEGER", "HUGEINT", "DOUBLE", "FLOAT", "BOOLEAN")
-_TEXT_TYPES = ("VARCHAR", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "DATE", "TIME", "UUID")
-_NULL_TYPES = ('"NULL"', "NULL")
 _EXPECTED = "one JSON object per line"
 _NUMBER_TEXT = re.compile(
     r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.IGNORECASE
@@ -64,8 +63,12 @@ class JsonlReader(Reader):
         return record is not None and any(k in STEP_KEYS for k in flat_keys(record))
 
     def read(self, path: Path) -> ReadResult:
-        long, warnings = read_jsonl(path)
-        return ReadResult(long, warnings=warnings)
+        block, warnings, _ = _read(path, None, None)
+        return ReadResult(blocks=[block], warnings=warnings)
+
+    def read_with(self, con: duckdb.DuckDBPyConnection, path: Path) -> ReadResult:
+        block, warnings, release = _read(path, None, con)
+        return ReadResult(blocks=[block], warnings=warnings, release=release)
 
 
 def first_record(head: str) -> dict[str, Any] | None:
@@ -94,15 +97,25 @@ def read_jsonl(path: Path, *, exact: bool | None = None) -> tuple[pl.DataFrame, 
     With exact=None the size decides, and the DuckDB path falls back to the exact one
     whenever it cannot vouch for its result.
     """
+    block, warnings, _ = _read(path, exact, None)
+    return block_to_long(block), warnings
+
+
+Release = Callable[[], None]
+
+
+def _read(
+    path: Path, exact: bool | None, con: duckdb.DuckDBPyConnection | None
+) -> tuple[MetricBlock, list[str], Release | None]:
+    """The log as one block, its warnings, and how to drop what was staged on `con`."""
     good_bytes, warnings = _good_extent(path)
     if exact is False or (exact is None and good_bytes >= SMALL_FILE_BYTES):
-        wide = _fast_wide(path, good_bytes)
-        if wide is not None:
-            with suppress(InputError):  # the exact path below names the offending line
-                long, more = wide_to_long(wide, path)
-                return long, warnings + more
-    long, more = wide_to_long(_exact_wide(path, good_bytes), path)
-    return long, warnings + more
+        fast = _fast_block(path, good_bytes, con)
+        if fast is not None:
+            block, more, release = fast
+            return block, warnings + more, release
+    block, more = wide_to_block(_exact_wide(path, good_bytes), path)
+    return block, warnings + more, None
 
 
 # ----- torn last line ---------------------------------------------------------------------
@@ -147,68 +160,54 @@ def _count_newlines(path: Path, upto: int) -> int:
 # ----- vectorised path --------------------------------------------------------------------
 
 
-def _fast_wide(path: Path, good_bytes: int) -> pl.DataFrame | None:
-    """The file as a wide frame through DuckDB, or None when only the exact path will do."""
-    with tempfile.TemporaryDirectory(prefix="forensics-jsonl-") as tmp:
-        src = path
-        if good_bytes < path.stat().st_size:
-            src = Path(tmp) / "prefix.jsonl"
-            _copy_prefix(path, src, good_bytes)
+def _fast_block(
+    path: Path, good_bytes: int, con: duckdb.DuckDBPyConnection | None
+) -> tuple[MetricBlock, list[str], Release | None] | None:
+    """The log through DuckDB, or None when only the exact path will do.
+
+    On a given connection (the store's) the block may be a relation on a staged table,
+    dropped by the returned release; otherwise a private connection is used and closed.
+    """
+    own = con is None
+    if con is None:
         con = duckdb.connect()
-        try:
-            con.execute("SET enable_progress_bar = false")
-            return _duckdb_wide(con, _sql_str(str(src)))
-        except Exception:  # noqa: BLE001 - DuckDB, Arrow or text decoding: the exact path decides
+        con.execute("SET enable_progress_bar = false")
+    try:
+        with tempfile.TemporaryDirectory(prefix="forensics-jsonl-") as tmp:
+            src = path
+            if good_bytes < path.stat().st_size:
+                src = Path(tmp) / "prefix.jsonl"
+                _copy_prefix(path, src, good_bytes)
+            table = staging.stage(con, src)
+        if table is None:
             return None
-        finally:
+        return _staged_block(con, table, path, own)
+    finally:
+        if own:
             con.close()
 
 
-def _duckdb_wide(con: duckdb.DuckDBPyConnection, src: str) -> pl.DataFrame | None:
-    types = _column_types(con, src)
-    if types is None:
+def _staged_block(
+    con: duckdb.DuckDBPyConnection, table: str, path: Path, own: bool
+) -> tuple[MetricBlock, list[str], Release | None] | None:
+    keep = False
+    try:
+        if not own:
+            block = staging.sql_block(con, table, path)
+            if block is not None:
+                keep = True
+                return block, [], lambda: staging.drop(con, table)
+        wide = staging.staged_wide(con, table)
+    finally:
+        if not keep:
+            staging.drop(con, table)
+    if wide is None:
         return None
-    columns = "{" + ", ".join(f"{_sql_str(k)}: '{t}'" for k, t in types.items()) + "}"
-    table = con.sql(
-        f"SELECT * FROM read_json({src}, format='newline_delimited', columns={columns})"
-    ).to_arrow_table()
-    wide = pl.DataFrame(pl.from_arrow(table))
-    for key, kind in types.items():
-        if kind == "VARCHAR" and wide[key].str.contains(r"^\s*[\[{]").any():
-            return None  # an object or list DuckDB turned into text
-    step_key = pick_step_key(wide.columns)
-    if step_key is None or wide[step_key].null_count():
-        return None  # records without a step (or not objects): the exact path names them
-    return wide
-
-
-def _column_types(con: duckdb.DuckDBPyConnection, src: str) -> dict[str, str] | None:
-    """Every key of every line (one scan), typed from DuckDB's sample where it saw the key.
-
-    None when the records are nested, or hold names DuckDB would fold together ("Loss"
-    and "loss"): the exact path handles those.
-    """
-    found = con.sql(f"SELECT DISTINCT unnest(json_keys(json)) FROM read_ndjson_objects({src})")
-    keys = {r[0] for r in found.fetchall()}
-    describe = f"DESCRIBE SELECT * FROM read_json({src}, format='newline_delimited')"
-    sampled = {r[0]: r[1] for r in con.sql(describe).fetchall()}
-    if not keys or len({k.lower() for k in keys}) < len(keys):
-        return None
-    ordered = [k for k in sampled if k in keys] + sorted(keys - sampled.keys())
-    types: dict[str, str] = {}
-    for key in ordered:
-        kind = sampled.get(key, "DOUBLE")
-        if kind in _TEXT_TYPES:
-            types[key] = "VARCHAR"
-        elif kind in _NUMERIC_TYPES or kind in _NULL_TYPES:
-            types[key] = "DOUBLE"
-        else:
-            return None
-    return types
-
-
-def _sql_str(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    try:
+        block, warnings = wide_to_block(wide, path)
+    except InputError:
+        return None  # the exact path names the offending line
+    return block, warnings, None
 
 
 def _copy_prefix(src: Path, dst: Path, nbytes: int) -> None:
