@@ -463,19 +463,23 @@ def _needs(causes: list[str], rng: np.random.Generator) -> tuple[str, float]:
     return precision, beta2
 
 
-def _place(d: Draft, causes: list[str]) -> list[int]:
-    """Onsets: after start-up, apart, lr_too_high at the end of warm-up, room after each."""
+def _place(d: Draft, causes: list[str]) -> list[int | None]:
+    """Onsets: after start-up, apart, lr_too_high at the end of warm-up, room after each.
+    None when a run is too short to hold one more incident 1500 steps from the others (two
+    incidents tens of steps apart are one incident to any detector, and one label)."""
     lo = int(max(400, 0.08 * d.n))
-    out: list[int] = []
+    out: list[int | None] = []
     for c in causes:
+        s: int | None = None
         if c == "lr_too_high":
             s = int(d.warmup * d.rng.uniform(0.95, 1.3))
         else:
             for _ in range(100):
-                s = int(d.rng.uniform(lo, d.n - 1200))
-                if all(abs(s - o) > 1500 for o in out) and abs(s - d.warmup) > 300:
+                t = int(d.rng.uniform(lo, d.n - 1200))
+                if all(o is None or abs(t - o) > 1500 for o in out) and abs(t - d.warmup) > 300:
+                    s = t
                     break
-        out.append(max(s, lo))
+        out.append(None if s is None else max(s, lo))
     return out
 
 
@@ -501,18 +505,29 @@ def make_run(
         logged |= {"loss_scale", "skipped_iters"}
     beta2_known = bool(rng.random() < 0.75) and profile != "loss_only"
     d = _draft(rng, n, interval, precision, beta2)
-    if "stale_beta2" in causes and profile != "loss_only" and not beta2_known:
-        logged.add("adam_v_mean")
-    for c, s0 in zip(causes, _place(d, causes), strict=True):
+    if "stale_beta2" in causes and profile not in ("loss_only", "megatron") and not beta2_known:
+        logged.add("adam_v_mean")  # Megatron's log prints no second moment: stays unknown
+    placed = [(c, s0) for c, s0 in zip(causes, _place(d, causes), strict=True) if s0 is not None]
+    causes = [c for c, _ in placed]
+    for c, s0 in placed:
         d.truth.append(_inject(d, c, s0, logged, beta2_known))
     if any(t.cause == "data_corruption" for t in d.truth) and rng.random() < 0.3:
         _repeat_corruption(d, logged)
-    d.truth = sorted((t for t in d.truth if t.onset < d.end - 200), key=lambda t: t.onset)
+    d.truth = _labelable(d)
     series = _series(d, logged)
     config = _config(d, beta2_known, rng)
     name = f"synth-{seed:05d}-{'-'.join(causes) or 'clean'}"
     return SynthRun(name, seed, np.arange(1, d.end + 1), series, config, interval,
                     sorted(logged), fmt_, d.truth, _missing(d, series))  # fmt: skip
+
+
+def _labelable(d: Draft) -> list[Truth]:
+    """Incidents a detector can be scored on, by onset: not in the run's last 200 steps, and
+    not after a divergence (the run is lost from there; an incident injected into the
+    diverging loss is part of it, not an incident of its own)."""
+    out = sorted((t for t in d.truth if t.onset < d.end - 200), key=lambda t: t.onset)
+    lost = next((t.onset for t in out if t.type == "divergent"), None)
+    return [t for t in out if lost is None or t.onset <= lost]
 
 
 def _inject(d: Draft, cause: str, s0: int, logged: set[str], beta2_known: bool) -> Truth:

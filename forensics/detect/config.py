@@ -31,6 +31,13 @@ class DetectConfig:
     # too slowly for the point screen (non-spike divergence).
     level_points: int = 5
     level_lookback_points: int = 200
+    # A point far below the trend (`low`: >= rise_min and z_min sigmas under it, a batch of
+    # degenerate, repeated text) is evidence of its own: in the `after_dip_points` points
+    # after it the point test asks for after_dip_z x z_min sigmas (rise_min still applies).
+    # The large gradient such a batch gives sets off a spike that is not always 8 sigma
+    # above a noisy trend, and it is the pair, dip then spike, that tells data corruption.
+    after_dip_points: int = 3
+    after_dip_z: float = 0.6
     # Start-up is not screened: the first `burn_in_points` points and everything before the
     # loss has made `burn_in_descent` of its initial descent (in log space), where the loss
     # and the fp16 loss scale legitimately jump around. Kept small on purpose: the end of

@@ -243,8 +243,8 @@ def _explain(
     gpu_hour_cost: float | None,
 ) -> None:
     ctx = run_context(data, [s for i in incidents for s, _ in i.peaks if i.origin == "loss"])
-    for inc in incidents:
-        compute(inc, data, ctx, cfg)
+    for n, inc in enumerate(incidents):  # in onset order: a feature reads earlier causes
+        compute(inc, data, ctx, cfg, incidents[:n])
         inc.evidence = _shape_evidence(inc)
         classify(inc, rules, cfg, missing)
     causes = [i.cause for i in incidents]

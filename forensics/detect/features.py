@@ -69,6 +69,9 @@ FEATURES: dict[str, str] = {
     "where the logged LR reaches 98% of its peak)",
     "recurrence": "other loss excursions of the run within recurrence_steps of the onset",
     "spikes_in_run": "loss excursions in the whole run",
+    "lr_vs_earlier_lr_too_high": "learning rate at the onset / the highest learning rate at "
+    "the onset of an earlier incident of the run attributed to lr_too_high whose last peak "
+    "is within recurrence_steps (None when there is none, or the LR is not logged)",
     # fp16
     "precision": "fp16, bf16 or fp32 from the config (None when unknown)",
     "scale_halvings": "halvings of the fp16 loss scale from shortly before the onset to the "
@@ -78,6 +81,10 @@ FEATURES: dict[str, str] = {
     "nan_iters": "NaN iterations counted by the trainer over the same span",
     "log_interval": "median steps between logged loss points",
 }
+
+
+# The part of v's jump whose decay gives beta2_eff (see _beta2_eff).
+BETA2_FIT_FLOOR = 0.25
 
 
 @dataclass
@@ -133,14 +140,42 @@ def _median(v: np.ndarray) -> float | None:
     return float(np.median(v)) if len(v) else None
 
 
-def compute(inc: Incident, data: RunData, ctx: RunContext, cfg: DetectConfig) -> None:
-    """Fill inc.features (every key of FEATURES) and inc.grad_norm_peak."""
+def compute(
+    inc: Incident,
+    data: RunData,
+    ctx: RunContext,
+    cfg: DetectConfig,
+    earlier: list[Incident] | None = None,
+) -> None:
+    """Fill inc.features (every key of FEATURES) and inc.grad_norm_peak. `earlier` are the
+    run's incidents before this one, already classified (for recurrence features)."""
     f: dict[str, FeatureValue] = dict.fromkeys(FEATURES)
     f.update(_loss_shape(inc, data, ctx, cfg))
     f.update(_gradient(inc, data, cfg))
     f.update(_optimizer(inc, data, ctx, cfg))
     f.update(_scaler(inc, data, cfg))
+    f["lr_vs_earlier_lr_too_high"] = _lr_recurrence(inc, data, earlier or [], cfg)
     inc.features = f
+
+
+def _lr_recurrence(
+    inc: Incident, data: RunData, earlier: list[Incident], cfg: DetectConfig
+) -> float | None:
+    """A too-high LR makes spikes recur while the LR stays where it was: the LR now relative
+    to the highest LR at which an earlier incident within recurrence_steps was attributed to
+    lr_too_high. Compared with the highest, so that a chain of recurrences cannot carry the
+    cause down a decaying schedule one small step at a time."""
+    if not data.has("lr"):
+        return None
+    lr = data.aux["lr"]
+    prev = [
+        lr.at_or_before(e.onset_step)
+        for e in earlier
+        if e.cause == "lr_too_high"
+        and 0 <= inc.onset_step - e.last_peak_step <= cfg.recurrence_steps
+    ]
+    top = max((p for p in prev if p is not None and np.isfinite(p)), default=None)
+    return _ratio(lr.at_or_before(inc.onset_step), top)
 
 
 def _loss_shape(
@@ -239,7 +274,10 @@ def _log_resid(inc: Incident, step: int, value: float | None) -> float | None:
 
 def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:
     """One bad value (non-finite loss/grad or absurd grad) with clean points on both sides:
-    the 3 logged losses before and after it are finite and near the trend."""
+    the 3 logged losses before and after it are finite, none is itself a spike or a dip
+    (rise_min and z_min sigmas, the screen's test), and the median of the 3 after is back
+    near the trend (no lasting effect). Each point within 3 sigma would be a noise test:
+    with 6 heavy-tailed points one in a dozen faults would fail it."""
     bad = {
         e.step for e in inc.events if e.kind in ("nonfinite_loss", "nonfinite_grad", "absurd_grad")
     }
@@ -252,10 +290,13 @@ def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:
     if i == 0 or j >= len(st):
         return 0.0
     x = v[idx]
+    if not np.all(np.isfinite(x) & (x > 0)):
+        return 0.0
+    r = np.log(x) - inc.trend.at(st[idx])
+    calm = np.abs(r) < max(cfg.rise_min, cfg.z_min * inc.sigma)
+    after = r[idx >= j]
     thr = max(np.log1p(cfg.tolerance), 3 * inc.sigma)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        near = np.abs(np.log(x) - inc.trend.at(st[idx])) < thr
-    return float(bool(np.all(np.isfinite(x) & (x > 0) & near)))
+    return float(bool(np.all(calm) and len(after) and abs(float(np.median(after))) < thr))
 
 
 def precursor_len(onset: int, cfg: DetectConfig) -> float:
@@ -360,7 +401,10 @@ def _beta2_eff(v: Metric, inc: Incident, cfg: DetectConfig) -> dict[str, Feature
     """After a large gradient, v (a smooth average over every parameter) jumps and decays as
     beta2**k back towards its own trend: the slope of log(v - trend) per step gives beta2.
     The trend is log v's straight line over the quarter precursor window before the onset
-    (early in training v is still falling, and ignoring that would bias beta2 low)."""
+    (early in training v is still falling, and ignoring that would bias beta2 low). Only
+    the decay down to BETA2_FIT_FLOOR of the jump is fitted: further on the excess is a
+    small difference of v and an extrapolated line, and the line's error (a few % after
+    hundreds of steps) flattens the slope, which reads as a stale beta2 >= 0.999."""
     pst, pv = v.window_steps(
         inc.onset_step - precursor_len(inc.onset_step, cfg) / 4, inc.onset_step - 1
     )
@@ -384,7 +428,7 @@ def _beta2_eff(v: Metric, inc: Incident, cfg: DetectConfig) -> dict[str, Feature
     top = int(np.argmax(np.where(near, val / base, -np.inf)))
     out: dict[str, FeatureValue] = {"v_jump": float(val[top] / base[top])}
     excess = (val - base)[top:]
-    keep = excess > 0.05 * excess[0]
+    keep = excess > BETA2_FIT_FLOOR * excess[0]
     stop = int(np.argmin(keep)) if not keep.all() else len(keep)
     if val[top] / base[top] >= 1.05 and stop >= 3:
         slope = np.polyfit(st[top : top + stop].astype(float), np.log(excess[:stop]), 1)[0]

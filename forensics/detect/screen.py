@@ -150,13 +150,22 @@ def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> S
         resid = x - trend
         sigma = robust_sigma(kept, resid, cfg.scale_points)
     level = level_shift(np.where(low, np.nan, x), trend, cfg)
-    point = (resid >= cfg.rise_min) & (resid >= cfg.z_min * sigma)
+    z_need = np.where(after_dip(low, cfg.after_dip_points), cfg.after_dip_z, 1.0) * cfg.z_min
+    point = (resid >= cfg.rise_min) & (resid >= z_need * sigma)
     slow = (level >= cfg.rise_min) & (level >= 0.6 * cfg.z_min * sigma)
     sharp = np.nan_to_num(point, nan=False).astype(bool)
     flagged = sharp | np.nan_to_num(slow, nan=False).astype(bool)
     flagged[:start] = False
     sharp[:start] = False
     return Screen(steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space)
+
+
+def after_dip(low: np.ndarray, k: int) -> np.ndarray:
+    """True at the k points that follow a far-below (low) point."""
+    out = np.zeros(len(low), dtype=bool)
+    for d in range(1, min(k, len(low) - 1) + 1):
+        out[d:] |= low[:-d]
+    return out
 
 
 def excursions(flagged: np.ndarray, gap: int = GAP_POINTS) -> list[tuple[int, int]]:
