@@ -374,7 +374,16 @@ def token_histogram(data: dict[str, Any], n: int, top: int = 30) -> go.Figure:
             )
         )
     fig.update_layout(barmode="group", showlegend=True)
-    fig.update_yaxes(type="log", title_text="tokens in batch (log)")
+    shown = [counts[i] for i in order] + (
+        [max(expected[i], 1e-3) for i in order] if expected else []
+    )
+    vals = log_ticks(min([v for v in shown if v > 0] or [1.0]), max(shown or [1.0]))
+    fig.update_yaxes(
+        type="log",
+        title_text="tokens in batch (log)",
+        tickvals=vals,
+        ticktext=[tick_label(v) for v in vals],
+    )
     fig.update_xaxes(title_text="token (id)", tickangle=-45, type="category")
     fig = layout(fig, f"Spike #{n}: most over-represented tokens of the offending batch", 2)
     return fig.update_layout(hovermode="closest", margin={"b": 140}, showlegend=True, legend=LEGEND)
