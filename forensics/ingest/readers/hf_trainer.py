@@ -15,7 +15,6 @@ pickle and is not loaded).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import polars as pl
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.config import is_config_file, load_config, normalise_config
+from forensics.ingest.jsonfile import read_json_object
 
 _SUMMARY_KEYS = frozenset(
     {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
@@ -55,15 +55,7 @@ class HfTrainerReader(Reader):
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from exc
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InputError(path, f"cannot read: {str(exc)[:80]}") from exc
-    if not isinstance(data, dict):
-        raise InputError(path, "not a JSON object", expected="a trainer_state.json document")
-    return data
+    return read_json_object(path, expected="a trainer_state.json document")
 
 
 def _number(value: Any) -> float | None:

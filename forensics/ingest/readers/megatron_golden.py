@@ -12,7 +12,6 @@ stored. A numeric NaN (a bare NaN token) is a real value and is stored.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import polars as pl
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
+from forensics.ingest.jsonfile import read_json_object
 
 _SCHEMA = {"step": pl.Int64, "raw_name": pl.Utf8, "value": pl.Float64}
 
@@ -60,15 +60,7 @@ class MegatronGoldenReader(Reader):
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from exc
-    except (OSError, ValueError, RecursionError) as exc:
-        raise InputError(path, f"cannot read: {str(exc)[:80]}") from exc
-    if not isinstance(data, dict):
-        raise InputError(path, "not a JSON object", expected="{metric: {values: ...}}")
-    return data
+    return read_json_object(path, expected="{metric: {values: ...}}")
 
 
 def _pairs(path: Path, name: str, spec: dict[str, Any]) -> list[tuple[Any, Any]]:
