@@ -43,14 +43,9 @@ from typing import Any
 import numpy as np
 from scipy.signal import lfilter
 
-CAUSES = (
-    "rare_tokens",
-    "stale_beta2",
-    "lr_too_high",
-    "fp16_overflow",
-    "data_corruption",
-    "hardware_fault",
-)
+from forensics.detect.model import CAUSES as DETECT_CAUSES
+
+CAUSES = tuple(c for c in DETECT_CAUSES if c != "unknown")  # the ones a generator can inject
 FORMATS = ("jsonl", "csv", "megatron", "tensorboard")
 RECOVERY_WINDOW = 500
 TOL = math.log1p(0.03)
