@@ -8,8 +8,6 @@ import typer
 
 from forensics.cli import app, err_console, out_console
 from forensics.commands.report import warn
-from forensics.report.demo import run_demo
-from forensics.report.locate import sample_logs_dir
 
 
 @app.command()
@@ -28,6 +26,9 @@ def demo(
 
     Example: forensics demo && open forensics-demo/rare_tokens/README.md
     """
+    from forensics.report.demo import run_demo
+    from forensics.report.locate import sample_logs_dir
+
     folder = samples if samples is not None else sample_logs_dir()
     with err_console.status("running the demo") as status:
         result = run_demo(

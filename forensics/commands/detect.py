@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich import box
-from rich.table import Table
 
-from forensics.analyze import AnalyzeOptions
-from forensics.analyze import analyze as run_analyze
 from forensics.cli import app, err_console, out_console
-from forensics.detect import DetectConfig, Detection
-from forensics.detect import detect as run_detect
-from forensics.store import open_store
+
+if TYPE_CHECKING:  # the pipeline (numpy, polars, scipy, duckdb) loads only when a command runs
+    from forensics.detect import DetectConfig, Detection
 
 RULES_OPTION = typer.Option(
     None,
@@ -38,11 +35,16 @@ COST_OPTION = typer.Option(
 
 
 def _config(window: int | None, tolerance: float | None) -> DetectConfig:
+    from forensics.detect import DetectConfig
+
     return DetectConfig().with_overrides(recovery_window=window, tolerance=tolerance)
 
 
 def print_detection(det: Detection) -> None:
     """One table per run: what was found, its type, cause and the advice."""
+    from rich import box
+    from rich.table import Table
+
     title = f"{det.run_id}: {len(det.incidents)} incident(s), {len(det.near_misses)} near-miss(es)"
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     for name in ("id", "onset", "peak", "end", "type", "cause (confidence)", "recovery"):
@@ -77,6 +79,9 @@ def detect(
 
     Example: forensics detect --db runs.duckdb --run gpt-small
     """
+    from forensics.detect import detect as run_detect
+    from forensics.store import open_store
+
     with open_store(db) as store, err_console.status("detecting"):
         detections = run_detect(
             store,
@@ -110,6 +115,9 @@ def analyze(
 
     Example: forensics analyze sample_logs/rare_tokens --out analysis/ --no-replay
     """
+    from forensics.analyze import AnalyzeOptions
+    from forensics.analyze import analyze as run_analyze
+
     options = AnalyzeOptions(
         run=run,
         replay=not no_replay,

@@ -8,9 +8,6 @@ import typer
 from rich.table import Table
 
 from forensics.cli import App, app, err_console, out_console
-from forensics.ingest import ingest as run_ingest
-from forensics.ingest.base import readers
-from forensics.store import open_store
 
 DB_OPTION = typer.Option(..., "--db", help="DuckDB file of the analysis (created if missing).")
 
@@ -29,6 +26,9 @@ def ingest(
 
     Example: forensics ingest sample_logs/rare_tokens --db runs.duckdb
     """
+    from forensics.ingest import ingest as run_ingest
+    from forensics.store import open_store
+
     with open_store(db) as store, err_console.status("ingesting") as status:
         summaries = run_ingest(
             store,
@@ -64,6 +64,8 @@ def runs(db: Path = typer.Option(..., "--db", help="DuckDB file of the analysis.
 
     Example: forensics runs --db runs.duckdb
     """
+    from forensics.store import open_store
+
     with open_store(db, read_only=True) as store:
         frame = store.run_overview()
     table = Table("run", "format", "metric rows", "steps")
@@ -78,6 +80,8 @@ def formats() -> None:
 
     Example: forensics formats
     """
+    from forensics.ingest.base import readers
+
     table = Table("format", "description")
     for r in readers():
         table.add_row(r.name, r.description)

@@ -8,8 +8,6 @@ import typer
 from rich.table import Table
 
 from forensics.cli import app, err_console, out_console
-from forensics.replay import replay_run
-from forensics.store import open_store
 
 
 @app.command()
@@ -28,8 +26,14 @@ def replay(
 
     Example: forensics replay --db runs.duckdb --run rare_tokens --incident 1 --device cpu
     """
+    from forensics.detect.store import require_detected
+    from forensics.replay import replay_run  # torch: only when replaying
+    from forensics.store import open_store
+
     with open_store(db) as store, err_console.status("replaying") as status:
         run_id = store.resolve_run(run)
+        if incident is not None or step is None:  # --step alone replays any logged batch
+            require_detected(store, run_id, db)
         results = replay_run(
             store,
             run_id,

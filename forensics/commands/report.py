@@ -7,12 +7,17 @@ from pathlib import Path
 import typer
 
 from forensics.cli import app, err_console, out_console
-from forensics.report import write_report
-from forensics.store import open_store
+
+_warned: set[str] = set()
 
 
 def warn(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+    """A warning on stderr, each message once per command (the demo writes seven reports,
+    and "no Chrome" is one problem, not seven)."""
+    if message in _warned:
+        return
+    _warned.add(message)
+    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False, markup=False)
 
 
 @app.command()
@@ -34,6 +39,12 @@ def report(
     world_size: int | None = typer.Option(
         None, "--world-size", help="Number of GPUs of the run (overrides its config)."
     ),
+    min_severity: str = typer.Option(
+        "moderate",
+        "--min-severity",
+        help="Full post-mortems from this severity up (minor, moderate, major, critical); "
+        "the rest get one line each in README.md.",
+    ),
 ) -> None:
     """Write one Markdown post-mortem per incident and a README.md for the run, with figures.
 
@@ -41,6 +52,9 @@ def report(
 
     Example: forensics report --db runs.duckdb --out report/ --gpu-hour-cost 2.5
     """
+    from forensics.report import write_report
+    from forensics.store import open_store
+
     with open_store(db, read_only=True) as store, err_console.status("writing the report"):
         result = write_report(
             store,
@@ -50,6 +64,7 @@ def report(
             gpu_hour_cost=gpu_hour_cost,
             world_size=world_size,
             warn=warn,
+            min_severity=min_severity,
         )
     out_console.print(str(result.readme), highlight=False)
     for path in result.postmortems:

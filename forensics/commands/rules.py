@@ -8,9 +8,6 @@ import typer
 from rich.table import Table
 
 from forensics.cli import App, app, err_console, fail, out_console
-from forensics.detect.rules import lint as lint_rules
-from forensics.detect.rules import load_rules, run_fixtures
-from forensics.errors import RuleError
 
 rules_app = App(no_args_is_help=True)
 app.add_typer(
@@ -26,6 +23,8 @@ def list_rules(rules: list[Path] | None = RULES_OPTION) -> None:
 
     Example: forensics rules list --rules my_rules/
     """
+    from forensics.detect.rules import load_rules
+
     table = Table("id", "cause", "level", "status", "title")
     for r in load_rules(rules or []):
         table.add_row(r.id, r.cause, r.level, r.status, r.title)
@@ -41,6 +40,8 @@ def show(
 
     Example: forensics rules show rare-tokens
     """
+    from forensics.detect.rules import load_rules
+
     found = {r.id: r for r in load_rules(rules or [])}
     if rule_id not in found:
         raise fail(f"no rule {rule_id!r} (known: {', '.join(sorted(found))})", 2)
@@ -55,6 +56,8 @@ def test(rules: list[Path] | None = RULES_OPTION) -> None:
 
     Example: forensics rules test
     """
+    from forensics.detect.rules import load_rules, run_fixtures
+
     results = run_fixtures(load_rules(rules or []))
     failed = [r for r in results if not r.passed]
     for r in failed:
@@ -75,6 +78,9 @@ def lint(rules: list[Path] | None = RULES_OPTION) -> None:
 
     Example: forensics rules lint --rules my_rules/
     """
+    from forensics.detect.rules import lint as lint_rules
+    from forensics.errors import RuleError
+
     result = lint_rules(rules or [])
     for err in result.errors:
         err_console.print(f"error: {err}", highlight=False, markup=False)

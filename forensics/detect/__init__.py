@@ -8,16 +8,38 @@ docs/detection.md describes the algorithm, every threshold and every feature.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from forensics.detect import store as detect_store
 from forensics.detect.config import DetectConfig
-from forensics.detect.data import RunData, run_data
-from forensics.detect.detector import detect_data
-from forensics.detect.model import Detection, Incident, NearMiss
-from forensics.detect.rules import Rule, load_rules
-from forensics.store import Store
+
+if TYPE_CHECKING:
+    from forensics.detect.data import RunData, run_data
+    from forensics.detect.detector import detect_data
+    from forensics.detect.model import Detection, Incident, NearMiss
+    from forensics.detect.rules import Rule, load_rules
+    from forensics.store import Store
+
+# Loaded on first use, so that `forensics rules list` (which needs only detect.rules) does
+# not pay for scipy and the detector.
+_LAZY = {
+    "RunData": "forensics.detect.data",
+    "run_data": "forensics.detect.data",
+    "detect_data": "forensics.detect.detector",
+    "Detection": "forensics.detect.model",
+    "Incident": "forensics.detect.model",
+    "NearMiss": "forensics.detect.model",
+    "Rule": "forensics.detect.rules",
+    "load_rules": "forensics.detect.rules",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'forensics.detect' has no attribute {name!r}")
 
 
 def detect(
@@ -30,6 +52,10 @@ def detect(
     gpu_hour_cost: float | None = None,
 ) -> list[Detection]:
     """Detect incidents in `run` (every run of the store when None) and store them."""
+    from forensics.detect import store as detect_store
+    from forensics.detect.detector import detect_data
+    from forensics.detect.rules import load_rules
+
     rules = rules if rules is not None else load_rules(rules_dirs)
     run_ids = [store.resolve_run(run)] if run is not None else store.run_names()
     if not run_ids:

@@ -13,11 +13,20 @@ logged (with which the causes could have been told apart).
 
 from __future__ import annotations
 
+import numpy as np
+
 from forensics.detect.config import DetectConfig
+from forensics.detect.data import RunData
+from forensics.detect.features import number
 from forensics.detect.model import Evidence, Finding, Incident
 from forensics.detect.rules import Rule
 
 COMPETE_MARGIN = 0.2
+# "end of warm-up": the onset is within this fraction of the warm-up length (at least
+# END_OF_WARMUP_MIN_STEPS) of the step where the LR first reached its peak.
+END_OF_WARMUP_FRACTION = 0.1
+END_OF_WARMUP_MIN_STEPS = 20
+PEAK_LR_FRACTION = 0.98  # "at its peak": within 2% of the run's highest LR
 
 
 def choose(findings: list[Finding]) -> tuple[Finding | None, float, list[Finding]]:
@@ -62,3 +71,41 @@ def classify(
                 "not logged: the causes that need them cannot be told apart",
             )
         )
+
+
+def lr_phase(inc: Incident, data: RunData) -> None:
+    """Where the LR schedule was at the onset: inc.lr_phase, lr_at_onset, lr_peak_step.
+
+    warm-up (LR still rising, onset well before the peak), end of warm-up (onset within
+    10% of the warm-up length, >= 20 steps, of the first step at the peak LR), peak (at
+    the peak LR after that), decay (LR below 98% of its peak after it), constant (the LR
+    never changed), unknown (no `lr` logged and no `warmup_steps` in the config).
+    """
+    warm_cfg = number(data.config.get("warmup_steps"))
+    if not data.has("lr"):
+        if warm_cfg:
+            inc.lr_peak_step = int(warm_cfg)
+            inc.lr_phase = _phase_by_step(inc.onset_step, warm_cfg)
+        return
+    lr = data.aux["lr"]
+    ok = np.isfinite(lr.values)
+    if not ok.any():
+        return
+    st, v = lr.steps[ok], lr.values[ok]
+    top = float(v.max())
+    peak_step = int(st[int(np.argmax(v >= PEAK_LR_FRACTION * top))])
+    at = lr.at_or_before(inc.onset_step)
+    inc.lr_at_onset, inc.lr_peak_step = at, peak_step
+    if float(v.min()) >= PEAK_LR_FRACTION * top:
+        inc.lr_phase = "constant"
+    elif at is not None and inc.onset_step > peak_step and at < PEAK_LR_FRACTION * top:
+        inc.lr_phase = "decay"
+    else:
+        inc.lr_phase = _phase_by_step(inc.onset_step, float(peak_step))
+
+
+def _phase_by_step(onset: int, peak_step: float) -> str:
+    near = max(END_OF_WARMUP_MIN_STEPS, END_OF_WARMUP_FRACTION * peak_step)
+    if abs(onset - peak_step) <= near:
+        return "end of warm-up"
+    return "warm-up" if onset < peak_step else "peak"

@@ -97,6 +97,15 @@ class DetectConfig:
     # short runs to `checkpoint_gap_fraction` of the run.
     checkpoint_gap: int = 1000
     checkpoint_gap_fraction: float = 0.1
+    # --- severity (recovery.py; docs/definitions.md) ------------------------------------
+    # moderate: at least this many steps lost, or this fraction of the run, or GPU-hours;
+    # major: lingering, or this fraction of the run, or GPU-hours; critical: divergent or
+    # non-finite values. Below moderate an incident is minor (one line in the summary).
+    moderate_steps: int = 50
+    moderate_fraction: float = 0.01
+    moderate_gpu_hours: float = 1.0
+    major_fraction: float = 0.1
+    major_gpu_hours: float = 100.0
 
     def with_overrides(self, **changes: Any) -> DetectConfig:
         """A copy with the given fields changed; None values are ignored (CLI defaults)."""

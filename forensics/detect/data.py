@@ -27,6 +27,7 @@ AUX_METRICS = (
     "adam_v_mean",
     "tokens_per_s",
     "iter_time_ms",
+    "iter_time_s",
 )
 # The metrics the cause rules read: what "not logged" is reported against.
 CAUSE_METRICS = ("grad_norm", "lr", "loss_scale", "skipped_iters", "param_norm", "adam_v_mean")

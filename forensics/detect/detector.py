@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from forensics.detect import events as ev
-from forensics.detect.classify import classify
+from forensics.detect.classify import classify, lr_phase
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import RunData
 from forensics.detect.features import compute, precursor_len, run_context
@@ -247,6 +247,7 @@ def _explain(
         compute(inc, data, ctx, cfg, incidents[:n])
         inc.evidence = _shape_evidence(inc)
         classify(inc, rules, cfg, missing)
+        lr_phase(inc, data)
     causes = [i.cause for i in incidents]
     for inc in incidents:
         advise(inc, data, checkpoints, causes.count(inc.cause), cfg, gpu_hour_cost)

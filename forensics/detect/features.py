@@ -320,6 +320,8 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
         if len(v):
             worst = int(np.argmax(np.where(np.isfinite(v), v, np.inf)))
             inc.grad_norm_peak = float(v[worst])
+            inc.grad_norm_peak_step = int(st[worst])
+            inc.grad_norm_baseline = base
             out["grad_ratio"] = (
                 _ratio(float(v[worst]), base) if np.isfinite(v[worst]) else float("inf")
             )

@@ -63,6 +63,8 @@ class Incident:
     breakpoints: list[int] = field(default_factory=list)
     settle_step: int | None = None
     grad_norm_peak: float | None = None
+    grad_norm_peak_step: int | None = None
+    grad_norm_baseline: float | None = None  # median grad norm of the precursor window
     features: dict[str, FeatureValue] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
@@ -74,6 +76,15 @@ class Incident:
     tokens_lost: float | None = None
     gpu_hours_lost: float | None = None
     cost_usd: float | None = None
+    # Decided once here (docs/definitions.md) and only rendered by the report:
+    recovery_step: int | None = None  # first step back on the pre-spike trend (type 1 only)
+    severity: str = "minor"  # minor < moderate < major < critical, from the cost
+    lr_phase: str = "unknown"  # warm-up, end of warm-up, peak, decay, constant, unknown
+    lr_at_onset: float | None = None
+    lr_peak_step: int | None = None
+    seconds_per_step: float | None = None  # the factors the cost was priced with
+    tokens_per_step: float | None = None
+    world_size: float | None = None
 
     @property
     def type(self) -> str:

@@ -1,24 +1,34 @@
-"""Recovery advice and what an incident cost.
+"""Recovery advice, what an incident cost and how severe it was: decided once, here.
+
+docs/definitions.md gives each definition in words; the report only renders the stored
+columns (recovery_step, recovery, restart_checkpoint_step, steps_lost, tokens_lost,
+gpu_hours_lost, cost_usd, severity).
+
+Recovery step: for a recoverable (type 1) incident, the detector's end step (the first
+step back within tolerance of the pre-spike trend, docs/detection.md); none otherwise.
 
 Advice, in order:
-1. the winning rule's action for the incident's type (`recovery:` in the rule file);
+1. the winning rule's action for the incident's cause (`recovery:` in the rule file);
 2. with no rule (cause unknown): continue for a recoverable incident; lower_lr when it is
    lingering/divergent and recurs (other loss excursions within recurrence_steps);
    restart_from_checkpoint otherwise;
-3. data_corruption that happened more than once in the run becomes data_swap: the source
-   keeps producing bad batches, skipping one batch is not enough.
+3. data_corruption that happened more than once in the run becomes data_swap;
+4. a recoverable incident is never rolled back: it came back on its own, so a restart
+   would throw good steps away. restart_from_checkpoint becomes continue; lower_lr,
+   data_swap and skip_batch apply from now on, without a restart.
 
-Restart checkpoint (for restart_from_checkpoint, lower_lr and data_swap, or any lingering or
-divergent incident): the latest ingested checkpoint at least `gap` steps before the onset,
-gap = min(checkpoint_gap, checkpoint_gap_fraction x run length) so that a 2,000-step run
-looks 200 steps back, not 1,000; checkpoints with optimizer state are preferred (a restart
-without them resets Adam's moments).
+Restart checkpoint (only for a lingering or divergent incident): the latest ingested
+checkpoint at least `gap` steps before the onset, gap = min(checkpoint_gap,
+checkpoint_gap_fraction x run length); checkpoints with optimizer state are preferred.
 
-Cost: steps_lost = steps from the onset to recovery (or to the end of the run when it never
-recovered) plus, for a restart, the steps between the checkpoint and the onset that must
-be recomputed. Tokens = steps x tokens per step (config tokens_per_step, else
-global_batch_size x seq_len, else tokens/s x seconds per step); GPU-hours = steps x seconds
-per step x world_size / 3600; $ = GPU-hours x --gpu-hour-cost.
+Steps lost: recoverable: recovery step - onset step. Otherwise: last logged step - onset
+step, plus onset - restart checkpoint when a restart from a known checkpoint is advised.
+Tokens = steps x tokens per step; GPU-hours = steps x seconds per step x world_size / 3600;
+$ = GPU-hours x --gpu-hour-cost.
+
+Severity: critical (divergent, or NaN/Inf in the incident) > major (lingering, or steps
+lost >= major_fraction of the run, or >= major_gpu_hours) > moderate (steps lost >=
+moderate_steps or moderate_fraction of the run, or >= moderate_gpu_hours) > minor.
 """
 
 from __future__ import annotations
@@ -31,9 +41,11 @@ from forensics.detect.config import DetectConfig
 from forensics.detect.data import RunData
 from forensics.detect.features import number
 from forensics.detect.model import Evidence, Incident
-from forensics.detect.typing import RECOVERABLE
+from forensics.detect.typing import DIVERGENT, LINGERING, RECOVERABLE
 
-RESTARTS = ("restart_from_checkpoint", "lower_lr", "data_swap")
+RESTARTS = ("restart_from_checkpoint", "lower_lr", "data_swap", "skip_batch")
+SEVERITIES = ("minor", "moderate", "major", "critical")
+NONFINITE_KINDS = ("nonfinite_loss", "nonfinite_grad")
 
 
 @dataclass(frozen=True)
@@ -48,13 +60,17 @@ def action(inc: Incident, same_cause_count: int) -> str:
         (f for f in inc.findings if f.triggered and f.cause == inc.cause and f.recovery), None
     )
     if inc.cause == "data_corruption" and same_cause_count > 1:
-        return "data_swap"
-    if best is not None and best.recovery:
-        return best.recovery
-    if inc.type == RECOVERABLE:
+        chosen = "data_swap"
+    elif best is not None and best.recovery:
+        chosen = best.recovery
+    elif inc.type == RECOVERABLE:
         return "continue"
-    recurs = (inc.features.get("recurrence") or 0) > 0  # type: ignore[operator]
-    return "lower_lr" if recurs else "restart_from_checkpoint"
+    else:
+        recurs = (inc.features.get("recurrence") or 0) > 0  # type: ignore[operator]
+        return "lower_lr" if recurs else "restart_from_checkpoint"
+    if inc.type == RECOVERABLE and chosen.startswith("restart"):
+        return "continue"  # it came back on its own: a rollback throws good steps away
+    return chosen
 
 
 def restart_checkpoint(
@@ -77,7 +93,8 @@ def advise(
 ) -> None:
     """Fill inc.recovery, restart checkpoint and cost fields (and their evidence)."""
     inc.recovery = action(inc, same_cause_count)
-    if inc.recovery in RESTARTS or inc.type != RECOVERABLE:
+    inc.recovery_step = inc.end_step if inc.type == RECOVERABLE else None
+    if inc.type != RECOVERABLE and inc.recovery in RESTARTS:
         run_steps = max(1, data.last_step - data.first_step)
         ck, gap = restart_checkpoint(inc.onset_step, checkpoints, run_steps, cfg)
         if ck is not None:
@@ -95,15 +112,18 @@ def advise(
                 )
             )
     _cost(inc, data, gpu_hour_cost)
+    inc.severity = severity(inc, max(1, data.last_step - data.first_step), cfg)
 
 
 def step_seconds(data: RunData) -> float | None:
-    """Seconds per optimizer step: iter_time_ms, else wall-clock, else tokens / throughput."""
-    if data.has("iter_time_ms"):
-        v = data.aux["iter_time_ms"].values
-        v = v[np.isfinite(v) & (v > 0)]
-        if len(v):
-            return float(np.median(v)) / 1000.0
+    """Seconds per optimizer step: iter_time_ms or iter_time_s, else wall-clock, else
+    tokens / throughput."""
+    for name, scale in (("iter_time_ms", 1000.0), ("iter_time_s", 1.0)):
+        if data.has(name):
+            v = data.aux[name].values
+            v = v[np.isfinite(v) & (v > 0)]
+            if len(v):
+                return float(np.median(v)) / scale
     if data.wall is not None and len(data.wall) > 2:
         st, w = data.wall.steps, data.wall.values
         ok = np.isfinite(w)
@@ -132,19 +152,51 @@ def tokens_per_step(data: RunData) -> float | None:
     return gbs * seq if gbs and seq else None
 
 
-def _cost(inc: Incident, data: RunData, gpu_hour_cost: float | None) -> None:
-    stop = inc.end_step if inc.end_step is not None else data.last_step
-    lost = max(0, stop - inc.onset_step)
+def steps_lost(inc: Incident, last_step: int) -> int:
+    """See the module doc: recovery - onset, else to the end of the run (+ the redo)."""
+    if inc.recovery_step is not None:
+        return max(0, inc.recovery_step - inc.onset_step)
+    lost = max(0, last_step - inc.onset_step)
     if inc.restart_checkpoint_step is not None and inc.recovery in RESTARTS:
         lost += inc.onset_step - inc.restart_checkpoint_step
-    inc.steps_lost = lost
+    return lost
+
+
+def _cost(inc: Incident, data: RunData, gpu_hour_cost: float | None) -> None:
+    lost = inc.steps_lost = steps_lost(inc, data.last_step)
     secs = step_seconds(data)
     tok = tokens_per_step(data)
     if tok is None and secs is not None and _tokens_per_s(data):
         tok = secs * _tokens_per_s(data)  # type: ignore[operator]
+    inc.seconds_per_step, inc.tokens_per_step = secs, tok
     inc.tokens_lost = lost * tok if tok else None
-    world = number(data.config.get("world_size"))
+    world = inc.world_size = number(data.config.get("world_size"))
     if secs is not None and world:
         inc.gpu_hours_lost = lost * secs * world / 3600.0
         if gpu_hour_cost is not None:
             inc.cost_usd = inc.gpu_hours_lost * gpu_hour_cost
+
+
+def has_nonfinite(inc: Incident) -> bool:
+    peak = inc.peak_value
+    return (
+        (peak is not None and not np.isfinite(peak))
+        or any(e.kind in NONFINITE_KINDS for e in inc.events)
+        or bool(inc.features.get("nonfinite_grad"))
+    )
+
+
+def severity(inc: Incident, run_steps: int, cfg: DetectConfig) -> str:
+    """minor / moderate / major / critical from type, NaN/Inf and the cost (module doc)."""
+    if inc.type == DIVERGENT or has_nonfinite(inc):
+        return "critical"
+    lost, gpu_h = inc.steps_lost or 0, inc.gpu_hours_lost or 0.0
+    if inc.type == LINGERING or lost >= cfg.major_fraction * run_steps:
+        return "major"
+    if gpu_h >= cfg.major_gpu_hours:
+        return "major"
+    if lost >= min(cfg.moderate_steps, cfg.moderate_fraction * run_steps) or (
+        gpu_h >= cfg.moderate_gpu_hours
+    ):
+        return "moderate"
+    return "minor"

@@ -18,9 +18,18 @@ import polars as pl
 from forensics.detect.data import AUX_METRICS, LOSS_METRICS, RunData, run_data
 from forensics.detect.model import Detection, Incident
 from forensics.detect.recovery import Checkpoint
+from forensics.errors import ForensicsError
 from forensics.store import Store
 
-DETECT_TABLES = ("incidents", "findings", "near_misses")
+
+class NotDetectedError(ForensicsError):
+    """`report` or `replay` on a run that `detect` never ran on."""
+
+
+# Replays belong to the incidents they tested: a new detection replaces the incidents, so
+# their replays go too (a verdict must never be shown beside an incident it did not test).
+DETECT_TABLES = ("incidents", "findings", "near_misses", "replays")
+DETECTED_KEY = "detected_at:"  # meta key per run: detection ran (even if it found nothing)
 
 
 def clean(v: Any) -> Any:
@@ -90,6 +99,8 @@ def _incident_row(run_id: str, inc: Incident, now: datetime) -> dict[str, Any]:
         "peak_value": inc.peak_value,
         "post_value": inc.post_value,
         "grad_norm_peak": inc.grad_norm_peak,
+        "grad_norm_peak_step": inc.grad_norm_peak_step,
+        "grad_norm_baseline": inc.grad_norm_baseline,
         "type": inc.type,
         "cause": inc.cause,
         "confidence": inc.confidence,
@@ -104,6 +115,14 @@ def _incident_row(run_id: str, inc: Incident, now: datetime) -> dict[str, Any]:
         "gpu_hours_lost": inc.gpu_hours_lost,
         "cost_usd": inc.cost_usd,
         "detected_at": now,
+        "recovery_step": inc.recovery_step,
+        "severity": inc.severity,
+        "lr_phase": inc.lr_phase,
+        "lr_at_onset": inc.lr_at_onset,
+        "lr_peak_step": inc.lr_peak_step,
+        "seconds_per_step": inc.seconds_per_step,
+        "tokens_per_step": inc.tokens_per_step,
+        "world_size": inc.world_size,
     }
 
 
@@ -131,6 +150,9 @@ _INCIDENT_SCHEMA = {
     "end_step": pl.Int64,
     "restart_checkpoint_step": pl.Int64,
     "steps_lost": pl.Int64,
+    "recovery_step": pl.Int64,
+    "lr_peak_step": pl.Int64,
+    "grad_norm_peak_step": pl.Int64,
     **{
         k: pl.Float64
         for k in (
@@ -142,6 +164,11 @@ _INCIDENT_SCHEMA = {
             "tokens_lost",
             "gpu_hours_lost",
             "cost_usd",
+            "grad_norm_baseline",
+            "lr_at_onset",
+            "seconds_per_step",
+            "tokens_per_step",
+            "world_size",
         )
     },
 }
@@ -175,6 +202,30 @@ def write(store: Store, det: Detection) -> None:
             store.insert_frame("findings", pl.DataFrame(findings))
         if near:
             store.insert_frame("near_misses", pl.DataFrame(near))
+        store.con.execute(
+            "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+            [DETECTED_KEY + det.run_id, now.isoformat()],
+        )
+
+
+def was_detected(store: Store, run_id: str) -> bool:
+    """True once `detect` has run on `run_id` (older databases: it stored incidents)."""
+    marked = store.con.execute(
+        "SELECT count(*) FROM meta WHERE key = ?", [DETECTED_KEY + run_id]
+    ).fetchall()[0][0]
+    if marked:
+        return True
+    rows = store.con.execute("SELECT count(*) FROM incidents WHERE run_id = ?", [run_id])
+    return bool(rows.fetchall()[0][0])
+
+
+def require_detected(store: Store, run_id: str, db: object = "DB") -> None:
+    """Raise NotDetectedError, naming the command to run, if detect never ran on the run."""
+    if not was_detected(store, run_id):
+        raise NotDetectedError(
+            f'run "{run_id}" was never detected: run `forensics detect --db {db} --run '
+            f"{run_id}` (or `forensics analyze`) first"
+        )
 
 
 def incidents_frame(store: Store, run_id: str) -> pl.DataFrame:
@@ -200,10 +251,20 @@ JSON_FIELDS = (
     "peaks",
     "features",
     "replay",
+    "recovery_step",
     "steps_lost",
     "tokens_lost",
     "gpu_hours_lost",
     "cost_usd",
+    "severity",
+    "lr_phase",
+    "lr_at_onset",
+    "lr_peak_step",
+    "grad_norm_peak_step",
+    "grad_norm_baseline",
+    "seconds_per_step",
+    "tokens_per_step",
+    "world_size",
 )
 
 

@@ -8,8 +8,10 @@ it and none refuted it, refuted in the mirror case, else inconclusive). Then:
   (c / 2), inconclusive leaves it; an evidence entry `replay.<probe>` says why;
 - the incident keeps its cause when replay confirmed it or tested nothing better; it switches
   to the strongest confirmed cause when its own was not confirmed (a confirmed cause that no
-  rule argued for enters at 0.5), and when its own cause was refuted and nothing was confirmed,
-  to the strongest triggered finding that was not refuted if that now ranks higher;
+  rule argued for enters at 0.5); a refuted cause is never kept: with nothing confirmed it
+  switches to the strongest triggered finding that was not refuted, and when there is none
+  the cause becomes `unknown` (confidence 0; the `replay.summary` evidence says what was
+  refuted);
   `incidents.replay` is the verdict of the final cause (inconclusive when replay ran but did
   not test it, not_run when nothing was replayed).
 
@@ -28,6 +30,7 @@ from forensics.replay.result import CONFIRMED, INCONCLUSIVE, NOT_RUN, REFUTED, R
 from forensics.store.db import Store
 
 PRIOR = "replay_prior_"
+UNKNOWN = "unknown"
 
 
 def combine(verdicts: list[str]) -> str:
@@ -185,11 +188,14 @@ def choose(
         alive = [
             (conf, c, rec)
             for c, (conf, trig, rec) in best.items()
-            if trig and c != cause0 and (t[c].verdict if c in t else NOT_RUN) != REFUTED
+            if trig
+            and c not in (cause0, UNKNOWN)
+            and (t[c].verdict if c in t else NOT_RUN) != REFUTED
         ]
-        if alive and max(alive)[0] > own[1]:
+        if alive:
             conf, c, rec = max(alive)
             return c, conf, rec if rec is not None else rec0
+        return UNKNOWN, 0.0, rec0
     return own
 
 

@@ -8,6 +8,7 @@ templates format them with the filters in fmt.py.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 import jinja2
@@ -21,8 +22,10 @@ from forensics.report.fmt import utc
 from forensics.report.knowledge import Entry, Knowledge
 from forensics.report.model import Finding, Incident, NearMiss
 from forensics.report.recommend import Action, recommend
-from forensics.report.throughput import throughput
 from forensics.store.db import Store
+
+SEVERITIES = ("minor", "moderate", "major", "critical")  # detect/recovery.py decides them
+DEFAULT_MIN_SEVERITY = "moderate"  # full post-mortems from this severity up
 
 EXCERPT_COLUMNS = ["grad_norm", "lr", "loss_scale"]
 NEAR_MISS_ROWS = 20
@@ -34,6 +37,12 @@ class Options:
 
     gpu_hour_cost: float | None = None
     world_size: int | None = None
+    min_severity: str = DEFAULT_MIN_SEVERITY  # below it: one line in the run summary
+
+    def full(self, severity: str | None) -> bool:
+        """Whether an incident of `severity` gets its own post-mortem."""
+        rank = SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+        return rank >= SEVERITIES.index(self.min_severity)
 
 
 @dataclass
@@ -48,6 +57,8 @@ class IncidentView:
     cause: Entry
     root: Finding | None
     others: list[classify.Hypothesis]
+    severity: str
+    full: bool  # has its own post-mortem (severity at or above the threshold)
     facts: incident.Facts
     action: Action
     cost: cost.Cost
@@ -56,6 +67,7 @@ class IncidentView:
     rules: list[tuple[Finding, str]]  # every finding with the title of its cause
     probes: list[tuple[model.Replay, list[tuple[str, str]]]]
     replay_summary: str
+    refuted: list[str]  # titles of the causes replay refuted
     figure_names: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -70,7 +82,7 @@ class RunReport:
     run: str
     metric: str
     config: dict[str, Any]
-    incidents: list[IncidentView]
+    incidents: list[IncidentView]  # every incident (the summary table)
     near_misses: list[NearMiss]
     near_misses_more: int
     sources: list[dict[str, Any]]
@@ -78,9 +90,19 @@ class RunReport:
     missing: list[tuple[str, str]]
     span: dict[str, Any]
     totals: dict[str, Any]
-    throughput: cost.Throughput
     figures: list[FigureSpec]
     types: dict[str, int]
+    min_severity: str
+    source_names: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def detailed(self) -> list[IncidentView]:
+        """The incidents with a post-mortem of their own."""
+        return [v for v in self.incidents if v.full]
+
+    @property
+    def minor(self) -> list[IncidentView]:
+        return [v for v in self.incidents if not v.full]
 
 
 def build_report(
@@ -91,12 +113,13 @@ def build_report(
     config = model.load_config(store, run_id)
     incs = model.load_incidents(store, run_id)
     metric = incs[0].metric if incs else "loss"
-    checkpoints = model.load_checkpoint_steps(store, run_id)
-    facts = {i.incident_id: incident.compute(i, frame, checkpoints) for i in incs}
+    facts = {i.incident_id: incident.compute(i, frame) for i in incs}
     covered = coverage(model.load_coverage(store, run_id))
-    tp = throughput(frame, config, opts.gpu_hour_cost, opts.world_size)
-    views = [_view(i, facts[i.incident_id], frame, kb, env, tp) for i in incs]
+    views = [_view(i, facts[i.incident_id], frame, kb, env, opts) for i in incs]
     near = model.load_near_misses(store, run_id)
+    sources = [
+        {**src, "path": display_path(src["path"])} for src in model.load_sources(store, run_id)
+    ]
     return RunReport(
         run=run_id,
         metric=metric,
@@ -104,14 +127,14 @@ def build_report(
         incidents=views,
         near_misses=near[:NEAR_MISS_ROWS],
         near_misses_more=max(0, len(near) - NEAR_MISS_ROWS),
-        sources=model.load_sources(store, run_id),
+        sources=sources,
         coverage=covered,
         missing=missing(covered, config, kb),
         span=span(frame, metric),
         totals=cost.totals([v.cost for v in views]),
-        throughput=tp,
         figures=plan(frame, metric, views, run_id),
         types=_type_counts(views),
+        min_severity=opts.min_severity,
     )
 
 
@@ -121,15 +144,11 @@ def _view(
     frame: pl.DataFrame,
     kb: Knowledge,
     env: jinja2.Environment,
-    tp: cost.Throughput,
+    opts: Options,
 ) -> IncidentView:
     root = classify.root_finding(inc, kb)
     kind = kb.incident_type(inc.type)
-    stored = {
-        "tokens_lost": inc.tokens_lost,
-        "gpu_hours_lost": inc.gpu_hours_lost,
-        "cost_usd": inc.cost_usd,
-    }
+    severity = inc.severity or "unrated"
     wanted = [inc.metric] + [c for c in ["loss", *EXCERPT_COLUMNS] if c != inc.metric]
     cols = [c for c in wanted if c in frame.columns and c != "step"]
     return IncidentView(
@@ -141,15 +160,25 @@ def _view(
         cause=kb.cause(inc.cause),
         root=root,
         others=classify.competitors(inc, kb, root),
+        severity=severity,
+        full=opts.full(inc.severity),
         facts=f,
         action=recommend(inc, f, frame, kb, env, kind),
-        cost=cost.incident_cost(f.steps_lost, f.steps_lost_how, tp, stored),
+        cost=cost.incident_cost(inc, opts.world_size, opts.gpu_hour_cost),
         excerpt_columns=cols,
         excerpt=_excerpt(frame, inc, f, cols),
         rules=[(x, kb.cause(x.cause).title) for x in inc.findings],
         probes=[(r, classify.scalar_numbers(r.numbers)) for r in inc.replays],
         replay_summary=_replay_summary(inc),
+        refuted=classify.refuted_causes(inc, kb),
     )
+
+
+def display_path(path: str) -> str:
+    """A source as the reader needs it: its folder and file name, never the analysing
+    machine's absolute path (which means nothing to the team the report is sent to)."""
+    p = PurePath(str(path))
+    return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
 
 
 def _when(frame: pl.DataFrame, step: int) -> str:
@@ -196,11 +225,12 @@ def _index_at(steps: list[int], step: int) -> int:
 
 
 def _replay_summary(inc: Incident) -> str:
-    """The verdict on the incident's own cause, then how many other hypotheses fell."""
+    """The stored verdict on the incident's cause (incidents.replay), then how many of the
+    other causes replay refuted (findings.replay, as replay stored them)."""
     if not inc.replays:
         return (inc.replay or "not_run").replace("_", " ")
-    own = "inconclusive" if inc.replay in (None, "not_run") else str(inc.replay)
-    others = {r.hypothesis for r in inc.replays if r.verdict == "refuted"} - {inc.cause}
+    own = str(inc.replay or "not_run").replace("_", " ")
+    others = {f.cause for f in inc.findings if f.replay == "refuted"} - {inc.cause}
     return f"{own}; {len(others)} other cause{'s' if len(others) != 1 else ''} refuted"
 
 

@@ -9,20 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from forensics.report.fmt import count, num, plural, usd
-
-
-@dataclass
-class Throughput:
-    """How fast the run went before the incident, and what it ran on."""
-
-    tokens_per_step: float | None = None
-    tokens_per_step_how: str = ""
-    seconds_per_step: float | None = None
-    seconds_per_step_how: str = ""
-    world_size: int | None = None
-    world_size_how: str = ""
-    gpu_hour_cost: float | None = None
+from forensics.report.fmt import count, gpu_hours, num, plural, usd
+from forensics.report.model import Incident
 
 
 @dataclass
@@ -40,86 +28,74 @@ class Cost:
     unknown: list[str] = field(default_factory=list)
 
 
-def tokens_per_step(config: dict[str, Any]) -> tuple[float | None, str]:
-    """From the run config: `tokens_per_step`, else `global_batch_size × seq_len`."""
-    tps = positive(config.get("tokens_per_step"))
-    if tps:
-        return tps, "run config `tokens_per_step`"
-    gbs, seq = positive(config.get("global_batch_size")), positive(config.get("seq_len"))
-    if gbs and seq:
-        return gbs * seq, f"global batch {num(gbs)} × sequence length {num(seq)} (run config)"
-    return None, ""
-
-
-def positive(value: Any) -> float | None:
-    """`value` as a positive float (configs hold numbers as strings too), else None."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if x > 0 else None
-
-
-def incident_cost(
-    steps: int | None, steps_how: str, tp: Throughput, stored: dict[str, Any]
-) -> Cost:
-    """Price `steps` lost steps; fall back to the detector's stored numbers when we cannot."""
-    cost = Cost(steps, steps_how)
-    if steps is None:
+def incident_cost(inc: Incident, world_size: int | None, gpu_hour_cost: float | None) -> Cost:
+    """The stored cost with its formula in words. `world_size` / `gpu_hour_cost` (report
+    options) only fill a factor detection did not know, and the formula says so."""
+    cost = Cost(inc.steps_lost, steps_how(inc))
+    if inc.steps_lost is None:
         cost.unknown.append("steps lost: the incident's extent is not known")
         return cost
-    _tokens(cost, steps, tp, stored.get("tokens_lost"))
-    _gpu_hours(cost, steps, tp, stored.get("gpu_hours_lost"))
-    _dollars(cost, tp, stored.get("cost_usd"))
-    return cost
-
-
-def _tokens(cost: Cost, steps: int, tp: Throughput, stored: float | None) -> None:
-    if tp.tokens_per_step:
-        cost.tokens = steps * tp.tokens_per_step
-        cost.tokens_how = (
-            f"{plural(steps, 'step')} × {num(tp.tokens_per_step)} tokens/step "
-            f"({tp.tokens_per_step_how})"
-        )
-    elif stored is not None:
-        cost.tokens, cost.tokens_how = stored, "as stored by the detector"
+    steps = int(inc.steps_lost)
+    if inc.tokens_lost is not None and inc.tokens_per_step:
+        cost.tokens = inc.tokens_lost
+        cost.tokens_how = f"{plural(steps, 'step')} × {num(inc.tokens_per_step)} tokens/step"
+    elif inc.tokens_lost is not None:
+        cost.tokens, cost.tokens_how = inc.tokens_lost, "as stored by detect"
     else:
         cost.unknown.append(
             "tokens: tokens per step unknown (the run config has neither `tokens_per_step` "
-            "nor `global_batch_size` and `seq_len`)"
+            "nor `global_batch_size` and `seq_len`, and no `tokens_per_s` was logged)"
         )
+    _gpu_hours(cost, inc, world_size)
+    _dollars(cost, inc, gpu_hour_cost)
+    return cost
 
 
-def _gpu_hours(cost: Cost, steps: int, tp: Throughput, stored: float | None) -> None:
-    if tp.seconds_per_step and tp.world_size:
-        cost.gpu_hours = steps * tp.seconds_per_step * tp.world_size / 3600
+def steps_how(inc: Incident) -> str:
+    """The definition of steps lost (docs/definitions.md) with this incident's numbers."""
+    if inc.steps_lost is None:
+        return ""
+    if inc.recovery_step is not None:
+        return f"recovery step {inc.recovery_step} − onset step {inc.onset_step}"
+    text = f"last logged step − onset step {inc.onset_step} (never recovered)"
+    if inc.restart_checkpoint_step is not None and inc.steps_lost > 0:
+        text += (
+            f", plus onset − restart checkpoint {inc.restart_checkpoint_step} "
+            "(steps to train again)"
+        )
+    return text
+
+
+def _gpu_hours(cost: Cost, inc: Incident, world_size: int | None) -> None:
+    steps, secs = int(inc.steps_lost or 0), inc.seconds_per_step
+    world, world_how = (world_size, "--world-size") if world_size else (inc.world_size, "config")
+    if secs and world:
+        cost.gpu_hours = inc.gpu_hours_lost
+        if world_size or cost.gpu_hours is None:
+            cost.gpu_hours = steps * secs * world / 3600
         cost.gpu_hours_how = (
-            f"{plural(steps, 'step')} × {num(tp.seconds_per_step)} s/step "
-            f"({tp.seconds_per_step_how}) × {num(tp.world_size)} GPUs "
-            f"({tp.world_size_how}) ÷ 3600"
+            f"{plural(steps, 'step')} × {num(secs)} s/step × {plural(world, 'GPU')} "
+            f"(`world_size` from the {world_how}) ÷ 3600"
         )
         return
-    if stored is not None:
-        cost.gpu_hours, cost.gpu_hours_how = stored, "as stored by the detector"
-        return
-    if not tp.seconds_per_step:
+    if not secs:
         cost.unknown.append(
-            "GPU-hours: time per step unknown (no `tokens_per_s` with a known batch size, "
-            "no `iter_time_ms`, no wall-clock times in the log)"
+            "GPU-hours: time per step unknown (no `iter_time_ms`/`iter_time_s`, no wall-clock "
+            "times, no `tokens_per_s` with a known batch size in the log)"
         )
-    if not tp.world_size:
+    if not world:
         cost.unknown.append(
             "GPU-hours: number of GPUs unknown (pass `--world-size N` or log `world_size` "
             "in the run config)"
         )
 
 
-def _dollars(cost: Cost, tp: Throughput, stored: float | None) -> None:
-    if cost.gpu_hours is not None and tp.gpu_hour_cost is not None:
-        cost.usd = cost.gpu_hours * tp.gpu_hour_cost
-        cost.usd_how = f"{num(cost.gpu_hours)} GPU-hours × {usd(tp.gpu_hour_cost)}/GPU-hour"
-    elif stored is not None:
-        cost.usd, cost.usd_how = stored, "as stored by the detector"
+def _dollars(cost: Cost, inc: Incident, gpu_hour_cost: float | None) -> None:
+    if cost.gpu_hours is not None and gpu_hour_cost is not None:
+        cost.usd = cost.gpu_hours * gpu_hour_cost
+        cost.usd_how = f"{gpu_hours(cost.gpu_hours)} GPU-hours × {usd(gpu_hour_cost)}/GPU-hour"
+    elif inc.cost_usd is not None:
+        cost.usd, cost.usd_how = inc.cost_usd, "as priced by detect (`--gpu-hour-cost`)"
     elif cost.gpu_hours is not None:
         cost.unknown.append("dollars: price per GPU-hour unknown (pass `--gpu-hour-cost X`)")
 

@@ -23,6 +23,10 @@ from forensics.store import Store, open_store
 AnalyzeFn = Callable[..., Any]
 DB_NAME = "forensics.duckdb"
 INDEX_TEMPLATE = "demo.md.j2"
+# The demo exists to show each kind of post-mortem: every incident gets one, whatever its
+# severity (`forensics report` writes them from `moderate` up by default).
+DEMO_MIN_SEVERITY = "minor"
+ONSET_SLACK = 50  # steps between injected and found onsets that still count as the same
 
 
 class DemoError(ForensicsError):
@@ -109,7 +113,14 @@ def _one(
     progress(f"writing the report of {folder.name}")
     with open_store(db, read_only=True) as store:
         run_id = store.resolve_run(folder.name)
-        report = write_report(store, run_id, dest, gpu_hour_cost=gpu_hour_cost, warn=warn)
+        report = write_report(
+            store,
+            run_id,
+            dest,
+            gpu_hour_cost=gpu_hour_cost,
+            warn=warn,
+            min_severity=DEMO_MIN_SEVERITY,
+        )
         write_json(store, run_id, dest / "incidents.json")
         row = _index_row(store, run_id, folder, report)
     return DemoRun(folder.name, db, report, row)
@@ -124,12 +135,47 @@ def _index_row(store: Store, run_id: str, folder: Path, report: ReportResult) ->
     ).to_dicts()
     return {
         "scenario": folder.name,
+        "agrees": agreement(_expected(folder / "truth.json"), found),
         "injected": _injected(folder / "truth.json"),
         "found": "; ".join(f"step {i['onset_step']} ({i['type']})" for i in found) or "nothing",
         "causes": ", ".join(sorted({str(i["cause"]) for i in found})) or "—",
         "replay": ", ".join(sorted({str(i["replay"]) for i in found})) or "—",
         "link": report.readme.relative_to(report.out_dir.parent).as_posix(),
     }
+
+
+def _expected(truth: Path) -> list[dict[str, Any]] | None:
+    if not truth.is_file():
+        return None
+    try:
+        expected = json.loads(truth.read_text()).get("expected", [])
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return [e for e in expected if isinstance(e, dict)]
+
+
+def agreement(expected: list[dict[str, Any]] | None, found: list[dict[str, Any]]) -> str:
+    """ "yes" when every injected incident was found with its type and cause and nothing
+    else was found; otherwise "≠" and what differs."""
+    if expected is None:
+        return "no truth.json"
+    diffs: list[str] = []
+    left = list(found)
+    for e in expected:
+        near = [f for f in left if abs(int(f["onset_step"]) - int(e["onset_step"])) <= ONSET_SLACK]
+        if not near:
+            diffs.append(f"injected {e['cause']} at step {e['onset_step']} not found")
+            continue
+        f = near[0]
+        left.remove(f)
+        if str(f["type"]) != str(e["type"]):
+            diffs.append(f"type: found {f['type']}, injected {e['type']}")
+        if str(f["cause"]) != str(e["cause"]):
+            diffs.append(f"cause: found {f['cause']}, injected {e['cause']}")
+    if left:
+        steps = ", ".join(str(f["onset_step"]) for f in left)
+        diffs.append(f"also found at step {steps}")
+    return "yes" if not diffs else "≠ " + "; ".join(diffs)
 
 
 def _injected(truth: Path) -> str:

@@ -34,7 +34,8 @@ def plan(frame: pl.DataFrame, metric: str, views: list[IncidentView], run: str) 
         )
     ]
     for v in views:
-        specs += _incident_figures(frame, v)
+        if v.full:  # minor incidents are one line of the summary: no figure of their own
+            specs += _incident_figures(frame, v)
     return specs
 
 

@@ -5,7 +5,9 @@ Every filter renders a missing value as an explicit phrase, never as "None".
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -53,6 +55,41 @@ def count(value: Any) -> str:
     return num(value)
 
 
+def gpu_hours(value: Any) -> str:
+    """GPU-hours a reader can say aloud: "1,234", "2.5", "0.012", "< 0.001 (22 GPU-seconds)"."""
+    if value is None or not isinstance(value, int | float) or not math.isfinite(value):
+        return MISSING
+    if value == 0:
+        return "0"
+    if abs(value) >= 0.001:
+        return num(round(value, 3) if abs(value) < 10 else value, 3)
+    return f"< 0.001 ({num(value * 3600, 2)} GPU-seconds)"
+
+
+def steps_after(n: Any, what: str = "the onset") -> str:
+    """ "at the onset step itself" for 0, else "N step(s) after the onset"."""
+    if n == 0:
+        return f"at {what} step itself" if what == "the onset" else f"at {what} itself"
+    return f"{plural(n, 'step')} after {what}"
+
+
+def code(value: Any) -> str:
+    """User text (run, metric, file names) as one inline code span that cannot break out:
+    one line, no backtick, pipes escaped for tables. A code span shows `<img>` as text."""
+    text = " ".join(str(value).split()).replace("`", "'").replace("|", "\\|")
+    return f"`{text}`"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]#|!])")
+
+
+def text(value: Any) -> str:
+    """User text as plain Markdown prose: one line, HTML escaped, Markdown specials escaped
+    (no heading, no link, no emphasis, no table cell break)."""
+    one = " ".join(str(value).split())
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(one, quote=False))
+
+
 def usd(value: Any) -> str:
     if value is None or not isinstance(value, int | float) or not math.isfinite(value):
         return MISSING
@@ -97,11 +134,20 @@ def sentence(text: Any) -> str:
     return text[:1].upper() + text[1:]
 
 
-FILTERS: dict[str, Callable[..., str]] = {
+def finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+FILTERS: dict[str, Callable[..., Any]] = {
+    "finite": finite,
     "num": num,
     "pct": pct,
     "count": count,
     "usd": usd,
+    "gpu_hours": gpu_hours,
+    "steps_after": steps_after,
+    "code": code,
+    "text": text,
     "utc": utc,
     "cell": cell,
     "ratio": ratio,

@@ -85,6 +85,17 @@ class Incident:
     tokens_lost: float | None
     gpu_hours_lost: float | None
     cost_usd: float | None
+    # Columns added in issue 11 (None in databases detected by an older version).
+    recovery_step: int | None = None
+    severity: str | None = None
+    lr_phase: str | None = None
+    lr_at_onset: float | None = None
+    lr_peak_step: int | None = None
+    grad_norm_peak_step: int | None = None
+    grad_norm_baseline: float | None = None
+    seconds_per_step: float | None = None
+    tokens_per_step: float | None = None
+    world_size: float | None = None
     findings: list[Finding] = field(default_factory=list)
     replays: list[Replay] = field(default_factory=list)
 
@@ -120,10 +131,24 @@ def load_incidents(store: Store, run_id: str) -> list[Incident]:
     return incidents
 
 
+NEW_COLUMNS = (
+    "recovery_step",
+    "severity",
+    "lr_phase",
+    "lr_at_onset",
+    "lr_peak_step",
+    "grad_norm_peak_step",
+    "grad_norm_baseline",
+    "seconds_per_step",
+    "tokens_per_step",
+    "world_size",
+)
+
+
 def _incident(r: dict[str, Any]) -> Incident:
     peaks = _json(r["peaks"], [])
     features = _json(r["features"], {})
-    return Incident(
+    inc = Incident(
         incident_id=int(r["incident_id"]),
         metric=r["metric"] or "loss",
         onset_step=int(r["onset_step"]),
@@ -147,6 +172,9 @@ def _incident(r: dict[str, Any]) -> Incident:
         gpu_hours_lost=r["gpu_hours_lost"],
         cost_usd=r["cost_usd"],
     )
+    for k in NEW_COLUMNS:  # absent in databases detected before these columns existed
+        setattr(inc, k, r.get(k))
+    return inc
 
 
 def _finding(r: dict[str, Any]) -> Finding:

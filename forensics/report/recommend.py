@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import jinja2
 import polars as pl
 
-from forensics.report import incident, series
+from forensics.report import incident
 from forensics.report.knowledge import Entry, Knowledge, action_argument
 from forensics.report.model import Incident
 
@@ -48,16 +48,15 @@ def recommend(
         source = f"the default for a {kind.name} incident (the detector stored none)"
     assert entry is not None, f"{kb.source} must define continue and restart_from_checkpoint"
     k = action_argument(inc.recovery) or (inc.peak_step - inc.onset_step + 1)
-    lr = series.last_before(frame, "lr", inc.onset_step + 1)
     params = {
         "k": k,
         "first": inc.onset_step,
         "last": inc.onset_step + k - 1,
-        "ckpt": f.restart_step,
-        "lr": lr.value if lr else None,
+        "ckpt": inc.restart_checkpoint_step,
+        "lr": inc.lr_at_onset,
         "onset": inc.onset_step,
         "peak": inc.peak_step,
-        "recovery": f.symptoms.recovery,
+        "recovery": inc.recovery_step,
         "cause": None if kb.cause(inc.cause).key == "unknown" else kb.cause(inc.cause).title,
     }
     text = " ".join(env.from_string(entry.text).render(params).split())

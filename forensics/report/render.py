@@ -95,7 +95,7 @@ def render_report(
     """Every Markdown document of the report, keyed by its path relative to `out_dir`."""
     docs = {"README.md": _summary(report, exported, env, out_dir)}
     pm_dir = out_dir / POSTMORTEMS_DIR
-    for v in report.incidents:
+    for v in report.detailed:
         figs = {k: _ref(exported[name], pm_dir) for k, name in v.figure_names.items()}
         text = _render(env, POSTMORTEM, run=report, v=v, figs=figs, summary_link="../README.md")
         docs[f"{POSTMORTEMS_DIR}/{v.slug}.md"] = text
@@ -106,7 +106,7 @@ def _summary(
     report: RunReport, exported: dict[str, Exported], env: jinja2.Environment, out_dir: Path
 ) -> str:
     overview = _ref(exported["run-overview"], out_dir)
-    links = {v.n: f"{POSTMORTEMS_DIR}/{v.slug}.md" for v in report.incidents}
+    links = {v.n: f"{POSTMORTEMS_DIR}/{v.slug}.md" for v in report.detailed}
     return _render(env, SUMMARY, run=report, overview=overview, links=links)
 
 

@@ -12,12 +12,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from forensics.detect.store import require_detected
+from forensics.errors import ForensicsError
 from forensics.report import render
-from forensics.report.context import Options, build_report
+from forensics.report.context import DEFAULT_MIN_SEVERITY, SEVERITIES, Options, build_report
 from forensics.report.export import Exported, export
 from forensics.store.db import Store
 
 log = logging.getLogger(__name__)
+
+
+class ReportOptionError(ForensicsError):
+    """A report option has a value the report cannot use."""
+
+    exit_code = 2
 
 
 @dataclass
@@ -44,12 +52,19 @@ def write_report(
     world_size: int | None = None,
     png: bool = True,
     warn: Callable[[str], None] | None = None,
+    min_severity: str = DEFAULT_MIN_SEVERITY,
 ) -> ReportResult:
     """Write README.md, one post-mortem per incident and their figures for `run_id`.
 
     This is the hook for the analyze pipeline: call it after detection (and replay) have
     written their rows. `warn` receives each warning once (e.g. "no Chromium, HTML only").
+    Incidents below `min_severity` get one line in README.md, not a post-mortem.
+    Raises NotDetectedError when `detect` never ran on the run.
     """
+    if min_severity not in SEVERITIES:
+        raise ReportOptionError(
+            f"--min-severity {min_severity!r}: expected one of {', '.join(SEVERITIES)}"
+        )
     out = Path(out_dir)
     warnings: list[str] = []
 
@@ -58,9 +73,10 @@ def write_report(
         (warn or log.warning)(msg)
 
     _settle(store)
+    require_detected(store, run_id)
     env = render.environment(templates)
     kb = render.knowledge(env)
-    report = build_report(store, run_id, kb, env, Options(gpu_hour_cost, world_size))
+    report = build_report(store, run_id, kb, env, Options(gpu_hour_cost, world_size, min_severity))
     exported = export(report.figures, out / render.FIGURES_DIR, png=png, warn=note)
     docs = render.render_report(report, exported, env, out)
     _remove_stale(out, set(docs), exported)

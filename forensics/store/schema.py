@@ -160,6 +160,25 @@ DETECT_DDL = [
     )""",
 ]
 
+# Added by issue 11 (additive): what detect decides once and the report only renders
+# (docs/definitions.md). ALTER ... IF NOT EXISTS so older databases gain them on open.
+INCIDENT_COLUMNS_V3 = {
+    "recovery_step": "BIGINT",
+    "severity": "VARCHAR",
+    "lr_phase": "VARCHAR",
+    "lr_at_onset": "DOUBLE",
+    "lr_peak_step": "BIGINT",
+    "grad_norm_peak_step": "BIGINT",
+    "grad_norm_baseline": "DOUBLE",
+    "seconds_per_step": "DOUBLE",
+    "tokens_per_step": "DOUBLE",
+    "world_size": "DOUBLE",
+}
+DETECT_DDL += [
+    f"ALTER TABLE incidents ADD COLUMN IF NOT EXISTS {name} {kind}"
+    for name, kind in INCIDENT_COLUMNS_V3.items()
+]
+
 REPLAY_DDL = [
     """CREATE TABLE IF NOT EXISTS replays (
         run_id VARCHAR NOT NULL,
