@@ -1,0 +1,179 @@
+"""The consistency checker: a rendered report read back against the store it came from.
+
+`check_report(folder, store, run_id)` parses README.md and every postmortems/spike-NN.md
+and returns one line per contradiction:
+
+- every quoted (step, value) — the symptoms' peak, grad-norm peak and recovery, the excerpt
+  table's rows — matches the incident row and the logged metrics;
+- steps lost, recovery and advice agree with the type and with each other (a recoverable
+  incident is never told to restart; a named restart checkpoint is the stored one; steps
+  lost is recovery − onset when the incident recovered);
+- no cause that replay refuted is named as the root cause;
+- no path outside the report folder (absolute paths, links that leave the folder);
+- none of the known wording defects ("in 0 steps", "-0.00", exponents in GPU-hours).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from forensics.store.db import Store
+
+NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|NaN|[+-]?Inf))"
+ABS_PATH = re.compile(r"(?<![\w.])(?:/(?:work|home|tmp|root|Users|mnt|var)/|[A-Z]:\\)")
+LINK = re.compile(r"\]\(([^)]+)\)")
+BAD_WORDING = [
+    (re.compile(r"\bin 0 steps\b"), "'in 0 steps'"),
+    (re.compile(r"-0\.0+\b"), "negative zero"),
+    (re.compile(r"\d e-\d+ GPU-hours|\de-\d+ GPU-hours"), "exponent in GPU-hours"),
+    (re.compile(r"×nan|NaN its pre-spike median|\(×[\d.]+ its pre-spike median[^)]*\) .*NaN"),
+        "ratio of a non-finite value"),  # fmt: skip
+]
+
+
+def number(text: str) -> float:
+    t = text.replace(",", "")
+    if t == "NaN":
+        return math.nan
+    if t.endswith("Inf"):
+        return -math.inf if t.startswith("-") else math.inf
+    return float(t)
+
+
+def close(quoted: float, stored: float | None) -> bool:
+    """A 4-significant-digit rendering of `stored` reads back as `quoted`."""
+    if stored is None:
+        return False
+    if math.isnan(quoted) or math.isinf(quoted):
+        return not math.isfinite(stored)
+    return math.isclose(quoted, stored, rel_tol=2e-3, abs_tol=1e-9)
+
+
+def check_report(folder: Path, store: Store, run_id: str) -> list[str]:
+    problems: list[str] = []
+    incidents = {
+        r["incident_id"]: r
+        for r in store.query("SELECT * FROM incidents WHERE run_id = ?", [run_id]).to_dicts()
+    }
+    findings = store.query(
+        "SELECT incident_id, cause, replay FROM findings WHERE run_id = ?", [run_id]
+    ).to_dicts()
+    for doc in [folder / "README.md", *sorted((folder / "postmortems").glob("spike-*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        problems += [f"{doc.name}: {p}" for p in _paths(text, doc, folder)]
+        problems += [f"{doc.name}: {why}" for rx, why in BAD_WORDING if rx.search(text)]
+    problems += _summary(folder / "README.md", incidents)
+    for pm in sorted((folder / "postmortems").glob("spike-*.md")):
+        n = int(re.search(r"spike-(\d+)", pm.name).group(1))  # type: ignore[union-attr]
+        row = incidents.get(n)
+        if row is None:
+            problems.append(f"{pm.name}: no incident {n} in the store")
+            continue
+        refuted = {f["cause"] for f in findings if f["incident_id"] == n and f["replay"] == "refuted"}
+        problems += [
+            f"{pm.name}: {p}" for p in _postmortem(pm.read_text(), row, refuted, store, run_id)
+        ]
+    return problems
+
+
+def _paths(text: str, doc: Path, folder: Path) -> list[str]:
+    out = [f"absolute path {m.group(0)!r}" for m in ABS_PATH.finditer(text)]
+    for link in LINK.findall(text):
+        if link.startswith(("http://", "https://", "#")):
+            continue
+        target = (doc.parent / link).resolve()
+        if not target.is_relative_to(folder.resolve()):
+            out.append(f"link {link!r} leaves the report folder")
+    return out
+
+
+def _summary(readme: Path, incidents: dict[int, dict[str, Any]]) -> list[str]:
+    out = []
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+) \|(.*)$", readme.read_text(), re.M)
+    for n, severity, onset, rest in rows:
+        row = incidents.get(int(n))
+        if row is None:
+            out.append(f"README.md: incident {n} is not in the store")
+            continue
+        if int(onset) != row["onset_step"]:
+            out.append(f"README.md: #{n} onset {onset} != stored {row['onset_step']}")
+        if severity != row["severity"]:
+            out.append(f"README.md: #{n} severity {severity} != stored {row['severity']}")
+        cells = [c.strip() for c in rest.split("|")]
+        lost = cells[-3] if len(cells) >= 3 else ""
+        if lost and lost != "n/a" and number(lost) != (row["steps_lost"] or 0):
+            out.append(f"README.md: #{n} steps lost {lost} != stored {row['steps_lost']}")
+    if len(rows) != len(incidents):
+        out.append(f"README.md: {len(rows)} incident rows, the store has {len(incidents)}")
+    return out
+
+
+def _logged(store: Store, run_id: str, metric: str, step: int) -> float | None:
+    rows = store.con.execute(
+        "SELECT value FROM metrics WHERE run_id = ? AND metric = ? AND step = ?",
+        [run_id, metric, step],
+    ).fetchall()
+    return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+
+def _postmortem(
+    text: str, row: dict[str, Any], refuted: set[str], store: Store, run_id: str
+) -> list[str]:
+    out: list[str] = []
+    body = text.split("<details>")[0]
+    m = re.search(rf"to {NUM} at step (\d+)", body)
+    if m and (int(m.group(2)) != row["peak_step"] or not close(number(m.group(1)), row["peak_value"])):
+        out.append(f"peak quoted ({m.group(2)}, {m.group(1)}) != stored "
+                   f"({row['peak_step']}, {row['peak_value']})")  # fmt: skip
+    m = re.search(rf"gradient norm peaked at {NUM} at step (\d+)", body)
+    if m:
+        step, value = int(m.group(2)), number(m.group(1))
+        if step != row.get("grad_norm_peak_step") or not close(value, row["grad_norm_peak"]):
+            out.append(f"grad-norm peak quoted ({step}, {m.group(1)}) != stored "
+                       f"({row.get('grad_norm_peak_step')}, {row['grad_norm_peak']})")  # fmt: skip
+        if not close(value, _logged(store, run_id, "grad_norm", step)):
+            out.append(f"grad-norm peak {m.group(1)} is not the logged grad_norm at step {step}")
+    back = re.findall(r"back on its pre-spike trend at step (\d+)", body)
+    rec = row.get("recovery_step")
+    if row["type"] != "recoverable" and back:
+        out.append(f"a {row['type']} incident is said to be back at step {back[0]}")
+    if any(int(b) != rec for b in back):
+        out.append(f"recovery quoted at {back} != stored recovery_step {rec}")
+    lost = re.search(r"^\| steps lost \| ([\d,]+) \|", body, re.M)
+    if lost and number(lost.group(1)) != row["steps_lost"]:
+        out.append(f"steps lost {lost.group(1)} != stored {row['steps_lost']}")
+    if rec is not None and row["steps_lost"] != rec - row["onset_step"]:
+        out.append(f"stored steps lost {row['steps_lost']} != recovery {rec} − onset")
+    advice = body.split("## Recovery action")[1].split("##")[0] if "## Recovery action" in body else ""
+    ck = re.search(r"checkpoint at step (\d+)", advice)
+    if row["type"] == "recoverable" and re.search(r"\bRestart\b", advice):
+        out.append("a recoverable incident is told to restart")
+    if ck and int(ck.group(1)) != row["restart_checkpoint_step"]:
+        out.append(f"advice restarts from {ck.group(1)}, stored checkpoint "
+                   f"{row['restart_checkpoint_step']}")  # fmt: skip
+    if row["cause"] in refuted:
+        out.append(f"root cause {row['cause']} was refuted by replay")
+    out += _excerpt(body, store, run_id)
+    json.dumps(row, default=str)  # the row must stay serialisable (incidents.json)
+    return out
+
+
+def _excerpt(body: str, store: Store, run_id: str) -> list[str]:
+    """Every cell of the log excerpt is the logged value at that step."""
+    head = re.search(r"^\| step \| \|(.*)\|\s*$", body, re.M)
+    if not head:
+        return []
+    cols = [c.strip().strip("`") for c in head.group(1).split("|")]
+    out = []
+    for line in re.findall(r"^\| (\d+) \| [a-z]* \|(.*)\|\s*$", body, re.M):
+        step, cells = int(line[0]), [c.strip() for c in line[1].split("|")]
+        for col, cell in zip(cols, cells, strict=False):
+            if cell in ("", "n/a"):
+                continue
+            if not close(number(cell), _logged(store, run_id, col, step)):
+                out.append(f"excerpt {col} at step {step} = {cell}, not the logged value")
+    return out

@@ -1,0 +1,131 @@
+"""Issue 11: every rendered number agrees with the store, on sample runs and real logs.
+
+The checker (consistency.py) must pass on what we write and fail on a post-mortem with the
+contradictions the issue listed (steps lost vs recovery, restart advice on a recoverable
+spike, a grad-norm peak quoted at the wrong step, absolute paths, "in 0 steps").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from consistency import check_report
+
+from forensics.analyze import AnalyzeOptions, analyze
+from forensics.errors import UnknownFormatError
+from forensics.report import write_report
+from forensics.store import open_store
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "sample_logs"
+REAL = [
+    "bigscience-workshop__bigscience/experiments__gpt2-meg__meg_gpt2_base_n4_dp1_tp4_pp4-1809579.out",
+    "aigoncharov__trainer_state_viz/trainer_state.json",
+    "KellerJordan__modded-nanogpt/records__track_1_short__2024-10-13_llmc__main.log",
+    "NVIDIA__Megatron-LM/tests__functional_tests__test_cases__gpt__gpt3_15b_8t_release__"
+    "golden_values_dev_dgx_h100.json",
+]
+
+
+def _analyze(path: Path, out: Path, run: str | None = None) -> tuple[Path, str]:
+    db = out / "forensics.duckdb"
+    opts = AnalyzeOptions(run=run, replay=False, report=False)
+    result = analyze([path], out=None, db=db, options=opts)
+    with open_store(db, read_only=True) as store:
+        write_report(store, result.run_id, out, png=False, min_severity="minor")
+    return db, result.run_id
+
+
+@pytest.fixture(scope="module")
+def lr_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    out = tmp_path_factory.mktemp("lr_too_high")
+    db, run_id = _analyze(SAMPLES / "lr_too_high", out, "lr_too_high")
+    return out, db, run_id
+
+
+def test_sample_run_report_is_consistent(lr_report: tuple[Path, Path, str]) -> None:
+    out, db, run_id = lr_report
+    assert list((out / "postmortems").glob("spike-*.md")), "the sample run has incidents"
+    with open_store(db, read_only=True) as store:
+        assert check_report(out, store, run_id) == []
+
+
+@pytest.mark.parametrize("rel", REAL, ids=lambda r: r.split("/")[0])
+def test_real_log_report_is_consistent(real_logs: Path, rel: str, tmp_path: Path) -> None:
+    try:
+        db, run_id = _analyze(real_logs / rel, tmp_path)
+    except UnknownFormatError as exc:  # a reader another issue adds
+        pytest.skip(f"{rel}: not readable by this branch's ingest ({exc})")
+    with open_store(db, read_only=True) as store:
+        assert check_report(tmp_path, store, run_id) == []
+
+
+def _tamper(out: Path, old: str, new: str) -> Path:
+    pm = sorted((out / "postmortems").glob("spike-*.md"))[0]
+    text = pm.read_text()
+    assert old in text, old
+    pm.write_text(text.replace(old, new, 1))
+    return pm
+
+
+@pytest.mark.parametrize(
+    ("edit", "complaint"),
+    [
+        ("steps_lost", "steps lost"),
+        ("restart", "told to restart"),
+        ("grad_step", "grad-norm peak"),
+        ("abs_path", "absolute path"),
+        ("zero_steps", "in 0 steps"),
+        ("recovery", "recovery quoted"),
+    ],
+)
+def test_checker_fails_on_an_inconsistent_postmortem(
+    lr_report: tuple[Path, Path, str], tmp_path: Path, edit: str, complaint: str
+) -> None:
+    """The defects of the issue, written into a copy of a good post-mortem, are all caught."""
+    src, db, run_id = lr_report
+    out = tmp_path / "copy"
+    out.mkdir()
+    for p in src.rglob("*.md"):
+        dest = out / p.relative_to(src)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(p.read_text())
+    with open_store(db, read_only=True) as store:
+        row = store.query(
+            "SELECT * FROM incidents WHERE run_id = ? AND incident_id = 1", [run_id]
+        ).to_dicts()[0]
+        text = sorted((out / "postmortems").glob("spike-*.md"))[0].read_text()
+        if edit == "steps_lost":
+            _tamper(out, f"| steps lost | {row['steps_lost']} |", "| steps lost | 230 |")
+        elif edit == "restart":
+            _tamper(out, "## Recovery action\n\n**", "## Recovery action\n\n**Restart from the "
+                    "checkpoint at step 120. ")  # fmt: skip
+        elif edit == "grad_step":
+            step = row["grad_norm_peak_step"]
+            _tamper(out, f"at step {step} (×", f"at step {step + 4} (×")
+        elif edit == "abs_path":
+            _tamper(out, "Sources: `", "Sources: `/work/runs/")
+        elif edit == "zero_steps":
+            _tamper(out, "## Symptoms\n\n", "## Symptoms\n\nIt went up in 0 steps.\n")
+        elif edit == "recovery":
+            rec = row["recovery_step"]
+            assert f"trend at step {rec}" in text
+            _tamper(out, f"trend at step {rec}", f"trend at step {rec + 1}")
+        problems = check_report(out, store, run_id)
+    assert any(complaint in p for p in problems), problems
+
+
+def test_incidents_json_carries_the_stored_decisions(lr_report: tuple[Path, Path, str]) -> None:
+    from forensics.detect.store import incidents_json
+
+    _, db, run_id = lr_report
+    with open_store(db, read_only=True) as store:
+        doc = incidents_json(store, run_id)
+    for inc in doc["incidents"]:
+        assert inc["severity"] in ("minor", "moderate", "major", "critical")
+        if inc["type"] == "recoverable":
+            assert inc["restart_checkpoint_step"] is None
+            assert inc["steps_lost"] == inc["recovery_step"] - inc["onset_step"]
+    json.dumps(doc)
