@@ -68,14 +68,16 @@ def steps_how(inc: Incident) -> str:
 
 def _gpu_hours(cost: Cost, inc: Incident, world_size: int | None) -> None:
     steps, secs = int(inc.steps_lost or 0), inc.seconds_per_step
-    world, world_how = (world_size, "--world-size") if world_size else (inc.world_size, "config")
+    world, world_how = (
+        (world_size, "--world-size") if world_size else (inc.world_size, "run config `world_size`")
+    )
     if secs and world:
         cost.gpu_hours = inc.gpu_hours_lost
         if world_size or cost.gpu_hours is None:
             cost.gpu_hours = steps * secs * world / 3600
         cost.gpu_hours_how = (
             f"{plural(steps, 'step')} × {num(secs)} s/step × {plural(world, 'GPU')} "
-            f"(`world_size` from the {world_how}) ÷ 3600"
+            f"({world_how}) ÷ 3600"
         )
         return
     if not secs:

@@ -30,8 +30,10 @@ BAD_WORDING = [
     (re.compile(r"\bin 0 steps\b"), "'in 0 steps'"),
     (re.compile(r"-0\.0+\b"), "negative zero"),
     (re.compile(r"\d e-\d+ GPU-hours|\de-\d+ GPU-hours"), "exponent in GPU-hours"),
-    (re.compile(r"×nan|NaN its pre-spike median|\(×[\d.]+ its pre-spike median[^)]*\) .*NaN"),
-        "ratio of a non-finite value"),  # fmt: skip
+    (
+        re.compile(r"×nan|NaN its pre-spike median|\(×[\d.]+ its pre-spike median[^)]*\) .*NaN"),
+        "ratio of a non-finite value",
+    ),  # fmt: skip
 ]
 
 
@@ -73,7 +75,9 @@ def check_report(folder: Path, store: Store, run_id: str) -> list[str]:
         if row is None:
             problems.append(f"{pm.name}: no incident {n} in the store")
             continue
-        refuted = {f["cause"] for f in findings if f["incident_id"] == n and f["replay"] == "refuted"}
+        refuted = {
+            f["cause"] for f in findings if f["incident_id"] == n and f["replay"] == "refuted"
+        }
         problems += [
             f"{pm.name}: {p}" for p in _postmortem(pm.read_text(), row, refuted, store, run_id)
         ]
@@ -126,7 +130,9 @@ def _postmortem(
     out: list[str] = []
     body = text.split("<details>")[0]
     m = re.search(rf"to {NUM} at step (\d+)", body)
-    if m and (int(m.group(2)) != row["peak_step"] or not close(number(m.group(1)), row["peak_value"])):
+    if m and (
+        int(m.group(2)) != row["peak_step"] or not close(number(m.group(1)), row["peak_value"])
+    ):
         out.append(f"peak quoted ({m.group(2)}, {m.group(1)}) != stored "
                    f"({row['peak_step']}, {row['peak_value']})")  # fmt: skip
     m = re.search(rf"gradient norm peaked at {NUM} at step (\d+)", body)
@@ -148,7 +154,9 @@ def _postmortem(
         out.append(f"steps lost {lost.group(1)} != stored {row['steps_lost']}")
     if rec is not None and row["steps_lost"] != rec - row["onset_step"]:
         out.append(f"stored steps lost {row['steps_lost']} != recovery {rec} − onset")
-    advice = body.split("## Recovery action")[1].split("##")[0] if "## Recovery action" in body else ""
+    advice = (
+        body.split("## Recovery action")[1].split("##")[0] if "## Recovery action" in body else ""
+    )
     ck = re.search(r"checkpoint at step (\d+)", advice)
     if row["type"] == "recoverable" and re.search(r"\bRestart\b", advice):
         out.append("a recoverable incident is told to restart")

@@ -20,6 +20,8 @@ from typing import Any
 
 import polars as pl
 
+from forensics.detect.store import DETECTED_KEY
+from forensics.replay.verdicts import apply_verdicts
 from forensics.store import open_store
 from forensics.store.db import Store
 
@@ -151,11 +153,26 @@ INCIDENT_COLS = [
     "features",
     "replay",
     "detected_at",
+    # Decided by detect since issue 11 (docs/definitions.md); the report only renders them.
+    "recovery_step",
+    "severity",
+    "grad_norm_peak_step",
+    "grad_norm_baseline",
+    "seconds_per_step",
+    "tokens_per_step",
+    "world_size",
 ]
 
 
 def add_incident(store: Store, **kw: Any) -> None:
+    """An incidents row as detect writes it: the recovery step of a recoverable incident is
+    its end step, steps lost follows docs/definitions.md, the cost factors are given."""
     kw.setdefault("detected_at", "2024-06-01 00:00:00")
+    if kw.get("type") == "recoverable":
+        kw.setdefault("recovery_step", kw.get("end_step"))
+        kw.setdefault("steps_lost", kw["recovery_step"] - kw["onset_step"])
+    kw.setdefault("severity", "critical" if kw.get("type") == "divergent" else "major")
+    kw.setdefault("grad_norm_peak_step", kw["peak_step"] if kw.get("grad_norm_peak") else None)
     for k in ("peaks", "evidence", "features"):
         kw[k] = json.dumps(kw.get(k, [] if k != "features" else {}))
     values = [kw.get(c) for c in INCIDENT_COLS]
@@ -533,11 +550,40 @@ def build_c(store: Store) -> None:
     store.con.execute("INSERT INTO near_misses VALUES (?, 1500, 'loss', 2.7, 2.45, 1.1, '')", [run])
 
 
+# The cost factors detect stores per incident (recovery.py): seconds per step from the
+# wall clock, tokens per step from the config, GPUs from the config.
+COST_FACTORS = {
+    "gpt-1b-fp16": (5.35, 256 * 2048, 64),
+    "llm-13b-bf16": (None, 1024 * 2048, None),
+}
+
+
+def _cost_factors(store: Store) -> None:
+    for run, (secs, tok, world) in COST_FACTORS.items():
+        store.con.execute(
+            "UPDATE incidents SET seconds_per_step = ?, tokens_per_step = ?, world_size = ?, "
+            "tokens_lost = steps_lost * ?, "
+            "gpu_hours_lost = steps_lost * ? * ? / 3600 WHERE run_id = ?",
+            [secs, tok, world, tok, secs, world, run],
+        )
+
+
+def finish(store: Store) -> None:
+    """What the pipeline stages add after the rows above: detect's cost factors and its
+    "detected" mark, replay's verdicts applied to findings and incidents."""
+    _cost_factors(store)
+    for run in store.run_names():  # detect records it even for a run with no incident
+        store.con.execute("INSERT OR REPLACE INTO meta VALUES (?, 'fixture')",
+                          [DETECTED_KEY + run])  # fmt: skip
+        apply_verdicts(store, run)
+
+
 def build_store(path: Path) -> Path:
     with open_store(path) as store:
         build_gpt(store)
         build_b(store)
         build_c(store)
+        finish(store)
     return path
 
 

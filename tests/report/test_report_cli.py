@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reportdb import build_b, build_c
+from reportdb import build_b, build_c, finish
 from typer.testing import CliRunner
 
 from forensics.cli import app
@@ -67,6 +67,7 @@ def fake_analyze(paths: list[Path], *, db: Path, run: str, **_: Any) -> None:
     build = {"llm-13b-bf16": build_b, "clean-350m": build_c}[run]
     with open_store(db) as store:
         build(store)
+        finish(store)
 
 
 def test_demo_writes_a_report_per_sample_run(tmp_path: Path) -> None:

@@ -29,8 +29,8 @@ def postmortems(docs: dict[str, dict[str, str]]) -> list[tuple[str, str, str]]:
 
 
 def test_every_incident_type_is_covered(docs: dict[str, dict[str, str]]) -> None:
-    heads = " ".join(text.splitlines()[3] for _, _, text in postmortems(docs))
-    for kind in ("Type 1 — recoverable", "Type 2 — lingering", "Type 3 — divergent"):
+    heads = " ".join(text.splitlines()[2] for _, _, text in postmortems(docs))
+    for kind in ("type 1 — recoverable", "type 2 — lingering", "type 3 — divergent"):
         assert kind in heads
 
 
@@ -90,7 +90,7 @@ def test_cost_says_what_is_unknown(docs: dict[str, dict[str, str]]) -> None:
 
 def test_competing_hypotheses_cite_replay_refutation(docs: dict[str, dict[str, str]]) -> None:
     text = sections(docs["gpt-1b-fp16"]["postmortems/spike-01.md"])["Classification"]
-    assert "replay probe `fresh_optimizer` refuted it" in text
+    assert "| refuted | replay refuted it (`fresh_optimizer`:" in text
 
 
 def test_missing_fp16_metric_asked_only_for_fp16(docs: dict[str, dict[str, str]]) -> None:

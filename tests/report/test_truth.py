@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from forensics.cli import app
 from forensics.detect.store import NotDetectedError, require_detected
-from forensics.replay.result import CONFIRMED, REFUTED
 from forensics.replay import verdicts
+from forensics.replay.result import CONFIRMED, REFUTED
 from forensics.report.classify import competitors
 from forensics.report.fmt import code, gpu_hours, steps_after, text
 from forensics.report.knowledge import Knowledge
@@ -57,8 +57,15 @@ def test_a_hypothesis_replay_confirmed_is_not_called_ruled_out() -> None:
         findings=[
             Finding("lr-too-high", "lr_too_high", True, 0.6, "lower_lr", [], REFUTED),
             Finding("rare-tokens", "rare_tokens", False, 0.0, None, [], CONFIRMED),
-            Finding("fp16", "fp16_overflow", False, 0.0, None,
-                    [{"key": "scale_halvings", "value": None, "note": "missing"}], "not_run"),
+            Finding(
+                "fp16",
+                "fp16_overflow",
+                False,
+                0.0,
+                None,
+                [{"key": "scale_halvings", "value": None, "note": "missing"}],
+                "not_run",
+            ),
         ],  # fmt: skip
         replays=[Replay("rare_tokens", "rare_tokens", CONFIRMED, {}, "rare ids", None, None)],
     )
@@ -108,6 +115,7 @@ def test_report_and_replay_before_detect_are_errors(tmp_path: Path) -> None:
     db = build_store(tmp_path / "r.duckdb")
     with open_store(db) as store:
         store.con.execute("DELETE FROM incidents WHERE run_id = 'clean-350m'")
+        store.con.execute("DELETE FROM meta WHERE key LIKE 'detected_at:%'")
         with pytest.raises(NotDetectedError, match="forensics detect"):
             require_detected(store, "clean-350m")
     res = runner.invoke(app, ["report", "--db", str(db), "--run", "clean-350m",
