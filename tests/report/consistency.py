@@ -15,7 +15,6 @@ and returns one line per contradiction:
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -166,7 +165,6 @@ def _postmortem(
     if row["cause"] in refuted:
         out.append(f"root cause {row['cause']} was refuted by replay")
     out += _excerpt(body, store, run_id)
-    json.dumps(row, default=str)  # the row must stay serialisable (incidents.json)
     return out
 
 
