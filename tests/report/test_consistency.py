@@ -129,3 +129,30 @@ def test_incidents_json_carries_the_stored_decisions(lr_report: tuple[Path, Path
             assert inc["restart_checkpoint_step"] is None
             assert inc["steps_lost"] == inc["recovery_step"] - inc["onset_step"]
     json.dumps(doc)
+
+
+def test_many_one_step_blips_make_one_readable_summary(tmp_path: Path) -> None:
+    """A 20k-step run with 22 one-step blips: 22 lines in README.md, no 22 documents."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 20_001)
+    loss = 2.5 + 6 * steps**-0.3 + rng.normal(0, 0.01, len(steps))
+    loss[np.linspace(1500, 19000, 22).astype(int)] *= 1.6
+    src = tmp_path / "blips" / "metrics.jsonl"
+    src.parent.mkdir()
+    src.write_text("".join(json.dumps({"step": int(s), "loss": float(v), "lr": 3e-4}) + "\n"
+                           for s, v in zip(steps, loss, strict=True)))  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    db = out / "forensics.duckdb"
+    result = analyze([src], out=None, db=db, options=AnalyzeOptions(replay=False, report=False))
+    with open_store(db, read_only=True) as store:
+        report = write_report(store, result.run_id, out, png=False)  # default: moderate
+        severities = store.query("SELECT severity FROM incidents")["severity"].to_list()
+        assert check_report(out, store, result.run_id) == []
+    assert len(severities) == 22 and set(severities) == {"minor"}
+    assert report.postmortems == []
+    readme = (out / "README.md").read_text()
+    assert readme.count("| minor |") == 22 and "none has a post-mortem" in readme
+    assert len(readme.splitlines()) < 150
