@@ -15,7 +15,7 @@ from typing import Any
 
 from forensics.detect.store import write_json
 from forensics.errors import ForensicsError
-from forensics.report.export import browser_session
+from forensics.report.export import PLOTLY_JS, browser_session
 from forensics.report.render import environment
 from forensics.report.writer import ReportResult, write_report
 from forensics.store import Store, open_store
@@ -120,10 +120,31 @@ def _one(
             gpu_hour_cost=gpu_hour_cost,
             warn=warn,
             min_severity=DEMO_MIN_SEVERITY,
+            plotly_js=out / PLOTLY_JS,
         )
         write_json(store, run_id, dest / "incidents.json")
         row = _index_row(store, run_id, folder, report)
+    compact(db)
     return DemoRun(folder.name, db, report, row)
+
+
+def compact(db: Path) -> None:
+    """Rewrite the finished database with 16 KB blocks: DuckDB's default 256 KB block per
+    table makes a 1,600-step run's store 4.7 MB; this one is ~0.6 MB, same content (and it
+    stays writable: `forensics detect --db` on it works)."""
+    import duckdb
+
+    tmp = db.with_name(db.name + ".compact")
+    tmp.unlink(missing_ok=True)
+    con = duckdb.connect()
+    try:
+        quote = lambda p: str(p).replace("'", "''")  # noqa: E731 - a path inside SQL text
+        con.execute(f"ATTACH '{quote(db)}' AS old (READ_ONLY)")
+        con.execute(f"ATTACH '{quote(tmp)}' AS new (BLOCK_SIZE 16384)")
+        con.execute("COPY FROM DATABASE old TO new")
+    finally:
+        con.close()
+    tmp.replace(db)
 
 
 def _index_row(store: Store, run_id: str, folder: Path, report: ReportResult) -> dict[str, str]:

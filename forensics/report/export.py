@@ -86,12 +86,23 @@ def find_chromium(environ: Mapping[str, str] = os.environ) -> tuple[str | None, 
 PLOTLY_JS = "plotly.min.js"
 
 
-def write_html(fig: go.Figure, path: Path, div_id: str) -> None:
-    """HTML that loads the one `plotly.min.js` beside it (written once per figures folder,
-    so it still opens offline) instead of embedding 4.8 MB of plotly.js in every figure."""
+def write_plotly_js(path: Path) -> Path:
+    """The one copy of plotly.js the figures of a report (or of the whole demo) load."""
+    from plotly.offline import get_plotlyjs
+
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(get_plotlyjs(), encoding="utf-8")
+    return path
+
+
+def write_html(fig: go.Figure, path: Path, div_id: str, plotly_js: Path | None = None) -> None:
+    """HTML that loads one shared `plotly.min.js` (beside it, or `plotly_js`) instead of
+    embedding 4.8 MB of plotly.js in every figure; it still opens offline."""
+    script = write_plotly_js(plotly_js or path.parent / PLOTLY_JS)
     fig.write_html(
         path,
-        include_plotlyjs="directory",
+        include_plotlyjs=Path(os.path.relpath(script, path.parent)).as_posix(),
         full_html=True,
         div_id=div_id,
         config={"displaylogo": False, "responsive": True},
@@ -154,12 +165,14 @@ def export(
     *,
     png: bool = True,
     warn: Callable[[str], None] = log.warning,
+    plotly_js: Path | None = None,
 ) -> dict[str, Exported]:
-    """Write all figures under `out_dir`; warn once if PNGs cannot be made."""
+    """Write all figures under `out_dir`; warn once if PNGs cannot be made. `plotly_js`:
+    a shared plotly.min.js (the demo keeps one for all its runs); default: one in out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     figs = {spec.name: spec.build() for spec in specs}
     for name, fig in figs.items():
-        write_html(fig, out_dir / f"{name}.html", name)
+        write_html(fig, out_dir / f"{name}.html", name, plotly_js)
     pngs = {out_dir / f"{name}.png": fig for name, fig in figs.items()}
     for path in pngs:
         path.unlink(missing_ok=True)  # a stale PNG must not be linked as if it were new

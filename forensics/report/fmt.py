@@ -103,6 +103,9 @@ def utc(wall_time: Any) -> str:
     return datetime.fromtimestamp(float(wall_time), UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+NEGATIVE_ZERO = re.compile(r"(^|[\s(=])-(0(?:\.0+)?)(?![\d.]|e)")
+
+
 def cell(value: Any) -> str:
     """Anything (evidence values, JSON) as a Markdown table cell: no pipes, no newlines."""
     if isinstance(value, list):
@@ -111,6 +114,7 @@ def cell(value: Any) -> str:
         text = ", ".join(f"{k}={num(v)}" for k, v in sorted(value.items()))
     else:
         text = num(value)
+    text = NEGATIVE_ZERO.sub(r"\1\2", text)  # "-0.00 bits" (a probe's rounding) reads "0.00"
     return text.replace("|", "\\|").replace("\n", " ")
 
 

@@ -53,6 +53,7 @@ def write_report(
     png: bool = True,
     warn: Callable[[str], None] | None = None,
     min_severity: str = DEFAULT_MIN_SEVERITY,
+    plotly_js: Path | None = None,
 ) -> ReportResult:
     """Write README.md, one post-mortem per incident and their figures for `run_id`.
 
@@ -77,7 +78,9 @@ def write_report(
     env = render.environment(templates)
     kb = render.knowledge(env)
     report = build_report(store, run_id, kb, env, Options(gpu_hour_cost, world_size, min_severity))
-    exported = export(report.figures, out / render.FIGURES_DIR, png=png, warn=note)
+    exported = export(
+        report.figures, out / render.FIGURES_DIR, png=png, warn=note, plotly_js=plotly_js
+    )
     docs = render.render_report(report, exported, env, out)
     _remove_stale(out, set(docs), exported)
     for rel, text in docs.items():

@@ -13,7 +13,7 @@ from forensics.detect.store import NotDetectedError, require_detected
 from forensics.replay import verdicts
 from forensics.replay.result import CONFIRMED, REFUTED
 from forensics.report.classify import competitors
-from forensics.report.fmt import code, gpu_hours, steps_after, text
+from forensics.report.fmt import cell, code, gpu_hours, steps_after, text
 from forensics.report.knowledge import Knowledge
 from forensics.report.locate import templates_dir
 from forensics.report.model import Finding, Incident, Replay
@@ -81,6 +81,10 @@ def test_wording() -> None:
     assert steps_after(1) == "1 step after the onset"
     assert "e-" not in gpu_hours(6.111e-06) and "GPU-seconds" in gpu_hours(6.111e-06)
     assert gpu_hours(0.00382) == "0.004"
+    assert (
+        cell("entropy -0.00 bits vs 5.90, slope -0.001")
+        == "entropy 0.00 bits vs 5.90, slope -0.001"
+    )
 
 
 @pytest.mark.parametrize(
