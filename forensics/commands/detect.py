@@ -47,7 +47,8 @@ def print_detection(det: Detection) -> None:
 
     title = f"{det.run_id}: {len(det.incidents)} incident(s), {len(det.near_misses)} near-miss(es)"
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    for name in ("id", "onset", "peak", "end", "type", "cause (confidence)", "recovery"):
+    cols = ("id", "onset", "peak", "end", "type", "severity", "cause (confidence)", "recovery")
+    for name in cols:
         table.add_column(name, overflow="fold")  # wrap, never cut "recoverable" to "recov…"
     for i in det.incidents:
         cause = i.cause if i.cause == "unknown" else f"{i.cause} ({i.confidence:.2f})"
@@ -55,7 +56,9 @@ def print_detection(det: Detection) -> None:
         if i.restart_checkpoint_step is not None:
             advice += f" @ {i.restart_checkpoint_step}"
         end = "-" if i.end_step is None else str(i.end_step)
-        table.add_row(str(i.id), str(i.onset_step), str(i.peak_step), end, i.type, cause, advice)
+        table.add_row(
+            str(i.id), str(i.onset_step), str(i.peak_step), end, i.type, i.severity, cause, advice
+        )
     out_console.print(table)
     if det.missing_metrics:
         err_console.print(

@@ -69,7 +69,8 @@ def _hypothesis(fs: list[Finding], inc: Incident, kb: Knowledge) -> Hypothesis:
     evaluate = str(entry.fields.get("evaluate", ""))
     if verdicts:
         status = next(v for v in (CONFIRMED, REFUTED, INCONCLUSIVE) if v in verdicts)
-        why = f"replay {status} it" + (f" ({detail})" if detail else "")
+        said = {CONFIRMED: "replay confirmed it", REFUTED: "replay refuted it"}
+        why = said.get(status, "replay was inconclusive") + (f" ({detail})" if detail else "")
         return Hypothesis(entry.title, rules, status, why, "", conf, fs[0].evidence)
     if fired:
         why = (

@@ -203,6 +203,8 @@ def _excerpt(
     if f.symptoms.recovery is not None:
         picked.add(_index_at(steps, f.symptoms.recovery))
     marks = {inc.onset_step: "onset", inc.peak_step: "peak", f.symptoms.recovery: "recovered"}
+    if inc.onset_step == inc.peak_step:
+        marks[inc.onset_step] = "onset, peak"
     out = []
     for i in sorted(j for j in picked if j < len(steps)):
         row = rows.row(i, named=True)

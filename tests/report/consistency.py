@@ -175,7 +175,7 @@ def _excerpt(body: str, store: Store, run_id: str) -> list[str]:
         return []
     cols = [c.strip().strip("`") for c in head.group(1).split("|")]
     out = []
-    for line in re.findall(r"^\| (\d+) \| [a-z]* \|(.*)\|\s*$", body, re.M):
+    for line in re.findall(r"^\| (\d+) \| [a-z, ]* \|(.*)\|\s*$", body, re.M):
         step, cells = int(line[0]), [c.strip() for c in line[1].split("|")]
         for col, cell in zip(cols, cells, strict=False):
             if cell in ("", "n/a"):
