@@ -70,3 +70,27 @@ def test_demo_documents_render_cleanly(demo_out: Path) -> None:
     index = (demo_out / "README.md").read_text()
     for scenario in scenarios():
         assert f"| `{scenario}` |" in index
+
+
+@pytest.mark.slow
+def test_demo_is_consistent_small_and_on_one_screen(demo_out: Path) -> None:
+    """Issue 11: the checker passes on every demo run; each post-mortem is <= 120 lines
+    before its appendix; one plotly.min.js for the whole demo; <= 25 MB in all; the index
+    marks where what was found differs from what was injected."""
+    from consistency import check_report
+
+    from forensics.store import open_store
+
+    for scenario in scenarios():
+        with open_store(demo_out / scenario / "forensics.duckdb", read_only=True) as store:
+            assert check_report(demo_out / scenario, store, scenario) == [], scenario
+        for pm in (demo_out / scenario / "postmortems").glob("spike-*.md"):
+            screen = pm.read_text().split("<details>")[0]
+            assert len(screen.splitlines()) <= 120, pm
+    assert [p.name for p in demo_out.rglob("plotly.min.js")] == ["plotly.min.js"]
+    for html in demo_out.rglob("*.html"):
+        assert html.stat().st_size <= 100_000, html
+    total = sum(p.stat().st_size for p in demo_out.rglob("*") if p.is_file())
+    assert total <= 25_000_000, total
+    index = (demo_out / "README.md").read_text()
+    assert "| yes |" in index  # agreeing runs are marked too, not only the differing ones
