@@ -140,3 +140,22 @@ def test_detect_again_drops_the_replays_of_replaced_incidents(tmp_path: Path) ->
             detect(store, run)
         left = store.con.execute("SELECT count(*) FROM replays").fetchall()[0][0]
     assert left == 0
+
+
+def test_a_warning_is_said_once_per_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from forensics.commands import report as report_cmd
+
+    report_cmd._warned.clear()
+    for _ in range(7):  # the demo writes seven reports, each would warn "no Chrome"
+        report_cmd.warn("no Chrome/Chromium found; fix: run `plotly_get_chrome`")
+    err = capsys.readouterr().err
+    assert err.count("no Chrome/Chromium found") == 1 and "plotly_get_chrome" in err
+
+
+def test_no_chrome_warning_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from forensics.report.export import _try_pngs
+
+    monkeypatch.setattr("forensics.report.export.find_chromium", lambda: (None, "no Chrome"))
+    said: list[str] = []
+    _try_pngs({tmp_path / "a.png": None}, said.append)  # type: ignore[dict-item]
+    assert len(said) == 1 and "plotly_get_chrome" in said[0] and "apt-get install" in said[0]
