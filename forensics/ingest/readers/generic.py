@@ -72,6 +72,7 @@ _STEP_KEYS = ("step", "global_step", "global step", "steps", "iteration", "iter"
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t]|\s{2,}|:\s|\s-\s|=(?=\s)")
 _WORD = re.compile(r"[A-Za-z]")
+_UNIT_GLUED = re.compile(r"^[^\s|,;:=()\[\]]+(?=[\s|,;])")
 _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
@@ -89,9 +90,13 @@ class Template:
     names: dict[int, str] = field(default_factory=dict)  # slot -> metric name
     cont: bool = False  # no step: takes the step of the record before it
 
+    keyed: bool = False  # the step is named (`step N`), not a bare leading number
+
     @property
     def is_record(self) -> bool:
-        return self.step_slot is not None and bool(self.names)
+        """A step record: named numbers, or a named step alone (OLMo's `[step=N/M]` line,
+        whose metrics follow on indented lines)."""
+        return self.step_slot is not None and (bool(self.names) or self.keyed)
 
     def shown(self) -> str:
         parts = self.text.split(SLOT)
@@ -129,7 +134,8 @@ def infer(text: str, count: int) -> Template:
     tpl = Template(text, count)
     lits = text.split(SLOT)
     n = len(lits) - 1
-    befores = [_key_before(lits[i]) for i in range(n)]
+    # a unit glued to the previous number (`0.0m tok/s:`, `12ms, mfu`) is not part of a key
+    befores = [_key_before(_UNIT_GLUED.sub("", lits[i]) if i else lits[i]) for i in range(n)]
     skip: set[int] = set()
     for i in range(n):
         before = lits[i]
@@ -143,7 +149,7 @@ def infer(text: str, count: int) -> Template:
     for key in _STEP_KEYS:
         hits = [i for i in range(n) if lowered[i] == key and i not in skip]
         if hits:
-            tpl.step_slot = hits[0]
+            tpl.step_slot, tpl.keyed = hits[0], True
             break
     if tpl.step_slot is None and n and not lits[0].strip(" \t[") and 0 not in skip:
         tpl.step_slot = 0  # a bare leading `N` or `N/M`
@@ -163,7 +169,7 @@ def infer(text: str, count: int) -> Template:
             key = f"{split_word} {key}"
         tpl.names[i] = key
     if tpl.step_slot is not None and (tpl.step_slot > _MAX_STEP_SLOT or len(tpl.names) > _MAX_FIELDS):
-        tpl.step_slot = None  # a config dump or a table row, not a step record
+        tpl.step_slot, tpl.keyed = None, False  # a config dump or a table, not a record
         tpl.names = {}
     if tpl.step_slot is None:
         keys = list(tpl.names.values())
