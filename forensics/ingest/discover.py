@@ -250,7 +250,10 @@ def _continued(chains: list[_Chain], lo: int | None, hi: int | None) -> _Chain |
     for chain in chains:
         if chain.lo is None or chain.hi is None:
             continue
-        if chain.lo < lo <= chain.hi + 1 and hi > chain.hi:
+        # a resume restarts from a late checkpoint: it starts in the second half of what
+        # came before (a run from scratch starts where the other started: a second run)
+        late = chain.lo + max(1, (chain.hi - chain.lo) // 2)
+        if late <= lo <= chain.hi + 1 and hi > chain.hi:
             return chain
     return None
 

@@ -59,10 +59,15 @@ NUM = (
 _LEVEL = r"(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|TRACE|SUCCESS)"
 _PREFIX = (
     r"^(?:\s*(?:"
-    rf".{{0,160}}?\b{_LEVEL}\b(?:\s*\|\s*[\w.<>]+:[\w.<>]+:\d+\s*-|[\s:|\]\-]*\w*:[\w.]*:)?[\s:|\]\-]*"
+    rf".{{0,160}}?\b{_LEVEL}\b(?:\|[^\]\s]*\])?"  # `[INFO|DP=0|TP=0]` (nanotron)
+    r"(?:\s*\|\s*[\w.<>]+:[\w.<>]+:\d+\s*-"  # loguru `| mod:fn:12 -`
+    r"|\s+[\w.$<>]+:\d+\s+-"  # log4j `Class$:295 -`
+    r"|[\s:|\]\-]*\w*:[\w.]*:)?[\s:|\]\-]*"  # `INFO:root:`
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"  # glog (torchrun warnings)
     r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
-    r"|\[[^\]=]*\]:?"  # [rank0]:, [2024-05-01 12:00:00], [default0]: ... but not [step=1/10]
+    # [rank0]:, [2024-05-01 12:00:00], [titan] ... but not [step=1/10] nor [Iteration 5]
+    r"|\[(?:[^\]=sSiI][^\]=]*)?\]:?"
+    r"|>\s"  # a Markdown quote of a pasted log
     r"|\[\d+,\d+\]<\w+>:"  # mpirun --tag-output
     r"|rank\s*\d+\s*:"
     r"))+\s*"
@@ -72,6 +77,7 @@ _STEP_KEYS = ("step", "global_step", "global step", "steps", "iteration", "iter"
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t]|\s{2,}|:\s|\s-\s|=(?=\s)")
 _WORD = re.compile(r"[A-Za-z]")
+_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step lines)
 _UNIT_GLUED = re.compile(r"^[^\s|,;:=()\[\]]+(?=[\s|,;])")
 _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
@@ -141,7 +147,7 @@ def infer(text: str, count: int) -> Template:
         before = lits[i]
         if i and before.strip() in ("/", "of"):  # `N/M`: M is a total
             skip.add(i)
-        elif before.rstrip().endswith(("(", "(+", "(-")) and not befores[i]:
+        elif before.rstrip().endswith(("(", "(+", "(-")):
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
         elif i and not before:  # glued to the previous number (`1.5.2`, a date): not a value
             skip.add(i)
@@ -163,7 +169,7 @@ def infer(text: str, count: int) -> Template:
             key = _key_after(after) if after[:1] in " %" or after[:1].isalpha() else ""
         if not _good_key(key):
             continue
-        if key.lower() in _SPLITS:  # build-nanogpt: `0 train 10.955`
+        if key.lower() in _SPLITS and n - len(skip) == 2:  # build-nanogpt: `0 train 10.955`
             key = f"{key} loss"
         elif split_word and split_word not in key.lower() and "loss" in key.lower():
             key = f"{split_word} {key}"
@@ -199,7 +205,7 @@ def _split_of(lits: list[str]) -> str:
 
 def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
     """line, text (prefix removed), tpl (numbers as slots, blank runs collapsed)."""
-    body = pl.col("text").str.replace(_PREFIX, "")
+    body = pl.col("text").str.replace_all(_ANSI, "").str.replace(_PREFIX, "")
     return (
         lines.filter(pl.col("text").str.contains(r"\d|(?i:nan|inf)"))
         .with_columns(body.alias("body"))
