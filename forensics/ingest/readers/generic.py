@@ -75,9 +75,10 @@ _PREFIX = (
 # Keys that name the step counter, best first (litgpt prints `iter N step M`: M is the step).
 _STEP_KEYS = ("step", "global_step", "global step", "steps", "iteration", "iter", "it", "s", "i")
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
-_FIELD_SEP = re.compile(r"[|,;\t]|\s{2,}|:\s|\s-\s|=(?=\s)")
+_FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-\s|=(?=\s)")
 _WORD = re.compile(r"[A-Za-z]")
 _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step lines)
+_GLUED = re.compile(r"([A-Za-z%]{1,4})(?:[\s|,;)]|$)")
 _UNIT_GLUED = re.compile(r"^[^\s|,;:=()\[\]]+(?=[\s|,;])")
 _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
@@ -169,6 +170,9 @@ def infer(text: str, count: int) -> Template:
             key = _key_after(after) if after[:1] in " %" or after[:1].isalpha() else ""
         if not _good_key(key):
             continue
+        unit = _GLUED.match(lits[i + 1])
+        if unit and befores[i] and not key.lower().endswith(unit.group(1).lower()):
+            key = f"{key} ({unit.group(1)})"  # `time 1019.95ms` -> `time (ms)`, `0.0m` -> minutes
         if key.lower() in _SPLITS and n - len(skip) == 2:  # build-nanogpt: `0 train 10.955`
             key = f"{key} loss"
         elif split_word and split_word not in key.lower() and "loss" in key.lower():
