@@ -156,8 +156,8 @@ def group(
         return [run]
     runs: list[RunGroup] = []
     for chain in chains:
-        homes = {_home(s.path, root) for s in chain.sources}
-        attached = [o for o in others if any(_within(h, _home(o.path, root)) for h in homes)]
+        homes = {_home(s.path) for s in chain.sources}
+        attached = [o for o in others if any(_within(h, _home(o.path)) for h in homes)]
         runs.append(RunGroup(_chain_name(chain, root), attached + chain.sources, chain.notes))
     _unique_names(runs)
     if notes and runs:
@@ -234,8 +234,8 @@ def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]
         if chains is main:
             continue
         for chain in chains:
-            home = chain.sources[0].path.parent
-            target = next((c for c in out if c.sources[0].path.parent == home), None)
+            home = _home(chain.sources[0].path)
+            target = next((c for c in out if _home(c.sources[0].path) == home), None)
             if target is not None and len(chains) == 1:
                 target.sources += chain.sources
             else:
@@ -258,9 +258,9 @@ def _continued(chains: list[_Chain], lo: int | None, hi: int | None) -> _Chain |
     return None
 
 
-def _home(path: Path, root: Path) -> Path:
+def _home(path: Path) -> Path:
     """The folder a source speaks for (a `forensics/` recorder folder speaks for its parent)."""
-    folder = path.parent if path != root else path
+    folder = path.parent
     if folder.name == RECORDER_DIR:
         folder = folder.parent
     return folder
