@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from forensics.detect import coverage
 from forensics.detect import store as detect_store
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import RunData, run_data
@@ -40,6 +41,8 @@ def detect(
         ckpts = detect_store.checkpoints(store, run_id)
         det = detect_data(data, rules, config, ckpts, gpu_hour_cost)
         detect_store.write(store, det)
+        if det.coverage is not None:
+            coverage.write(store, run_id, det.coverage)
         out.append(det)
     return out
 

@@ -8,6 +8,7 @@ import numpy as np
 from forensics.detect import events as ev
 from forensics.detect.classify import classify
 from forensics.detect.config import DetectConfig
+from forensics.detect.coverage import Coverage
 from forensics.detect.data import RunData
 from forensics.detect.features import compute, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
@@ -235,7 +236,25 @@ def detect_data(
     for inc in incidents:
         inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
     nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
-    return Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
+    det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
+    det.coverage = _coverage(data, sc, finite, cfg)
+    if det.coverage.unscreened_points or det.coverage.screened_from_step is None:
+        det.notes.append(f"{data.run_id}: {det.coverage.note}")
+    return det
+
+
+def _coverage(data: RunData, sc: Screen, finite: int, cfg: DetectConfig) -> Coverage:
+    steps = sc.steps
+    screened = finite >= 3 and sc.burn_in < len(steps)
+    return Coverage(
+        metric=data.loss_name,
+        points=len(steps),
+        first_step=int(steps[0]) if len(steps) else None,
+        last_step=int(steps[-1]) if len(steps) else None,
+        screened_from_step=int(steps[sc.burn_in]) if screened else None,
+        unscreened_points=int(min(sc.burn_in, len(steps))) if screened else len(steps),
+        short_log=len(steps) < 4 * cfg.burn_in_points,
+    )
 
 
 def _history_evidence(inc: Incident, data: RunData, cfg: DetectConfig) -> list[Evidence]:
