@@ -293,16 +293,24 @@ def extract(
     bad_step = hit.filter(~pl.col("cont") & pl.col("step").is_null())
     hit = hit.filter(pl.col("cont") | pl.col("step").is_not_null())
     hit = _attach_continuations(hit, lines)
+    stamped = with_time and hit.height and bool(
+        hit.head(1000).select(parse_timestamp(pl.col("text")).is_not_null().any()).item()
+    )  # most logs print no time: skip the regex over every line then
+    wall = parse_timestamp(pl.col("text")) if stamped else pl.lit(None, pl.Float64)
+    hit = hit.with_columns(wall.alias("wall_time"))
     rows = (
-        hit.select("line", "tpl", "step", "nums", "text")
+        hit.select("line", "tpl", "step", "nums", "wall_time")
         .join(name_tbl, on="tpl", how="inner")
         .with_columns(pl.col("nums").list.get(pl.col("slot"), null_on_oob=True).alias("raw"))
-        .with_columns(parse_number(pl.col("raw").str.replace_all(",", "")).alias("value"))
-        .filter(pl.col("value").is_not_null())
-        .sort(["line", "slot"])
+        .with_columns(pl.col("raw").cast(pl.Float64, strict=False).alias("value"))
     )
-    wall = parse_timestamp(pl.col("text")) if with_time else pl.lit(None, pl.Float64)
-    rows = rows.with_columns(wall.alias("wall_time"))
+    odd = rows.filter(pl.col("value").is_null())  # `2,097,152`, `85.8G`, `Infinity`: few rows
+    if odd.height:
+        odd = odd.with_columns(
+            parse_number(pl.col("raw").str.replace_all(",", "")).alias("value")
+        ).filter(pl.col("value").is_not_null())
+        rows = pl.concat([rows.filter(pl.col("value").is_not_null()), odd])
+    rows = rows.sort(["line", "slot"])
     used = set(rows["tpl"].unique().to_list())
     found = {k: t for k, t in found.items() if k in used}
     nonblank = lines.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0).height
