@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
+import yaml
 
 from forensics.canon import alias_table
 from forensics.ingest.base import Reader
@@ -147,6 +148,9 @@ def group(
     root: Path, sources: list[Source], notes: list[str], step_range: StepRange | None = None
 ) -> list[RunGroup]:
     """Split the sources found under `root` into runs (see the module docstring)."""
+    deleted = [s for s in sources if _mlflow_meta(s.path).get("lifecycle_stage") == "deleted"]
+    sources = [s for s in sources if s not in deleted]
+    notes = notes + [f"{s.path}: a deleted MLflow run: skipped" for s in deleted]
     metrics = [s for s in sources if s.kind == "metrics"]
     others = [s for s in sources if s.kind != "metrics"]
     chains = _split_metrics(metrics, step_range or read_step_range)
@@ -206,11 +210,11 @@ def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]
     by_format: dict[str, list[Source]] = {}
     for s in metrics:
         by_format.setdefault(s.reader.name if s.reader else "", []).append(s)
-    if all(len(v) == 1 for v in by_format.values()):
+    if len(metrics) <= 1:
         return [_Chain(metrics, None, None)] if metrics else []
     chains_per_format: dict[str, list[_Chain]] = {}
     for fmt, group_ in by_format.items():
-        ranged = [(s, step_range(s) if len(group_) > 1 else None) for s in group_]
+        ranged = [(s, step_range(s)) for s in group_]
         ranged.sort(key=lambda t: (t[1] or (0, 0), str(t[0].path)))
         chains: list[_Chain] = []
         for src, rng in ranged:
@@ -226,8 +230,9 @@ def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]
             target.sources.append(src)
             target.hi = hi
         chains_per_format[fmt] = chains
-    # one format with several runs: the other formats' single sources cannot be placed
-    # by step, so they join the chain in their own folder (or the first one)
+    # Another writer of the same run logs the same steps: a chain of another format joins
+    # the chain of the main format whose steps it overlaps, in the same run folder;
+    # otherwise it is a run of its own.
     main = max(chains_per_format.values(), key=len)
     out = list(main)
     for chains in chains_per_format.values():
@@ -235,12 +240,22 @@ def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]
             continue
         for chain in chains:
             home = _home(chain.sources[0].path)
-            target = next((c for c in out if _home(c.sources[0].path) == home), None)
-            if target is not None and len(chains) == 1:
+            target = next(
+                (c for c in main if _home(c.sources[0].path) == home and _overlap(c, chain)),
+                None,
+            )
+            if target is not None:
                 target.sources += chain.sources
             else:
                 out.append(chain)
     return out
+
+
+def _overlap(a: _Chain, b: _Chain) -> bool:
+    """Do two chains log common steps (unknown ranges count as overlapping)?"""
+    if None in (a.lo, a.hi, b.lo, b.hi):
+        return True
+    return max(a.lo, b.lo) <= min(a.hi, b.hi)  # type: ignore[type-var]
 
 
 def _continued(chains: list[_Chain], lo: int | None, hi: int | None) -> _Chain | None:
@@ -270,8 +285,23 @@ def _within(inner: Path, outer: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
+def _mlflow_meta(folder: Path) -> dict[str, object]:
+    """An MLflow run folder's meta.yaml ({} for anything else)."""
+    meta = folder / "meta.yaml"
+    if not (folder.is_dir() and meta.is_file() and (folder / "metrics").is_dir()):
+        return {}
+    try:
+        data = yaml.safe_load(meta.read_text(encoding="utf-8", errors="replace"))
+    except yaml.YAMLError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _chain_name(chain: _Chain, root: Path) -> str:
     first = chain.sources[0].path
+    mlflow_name = _mlflow_meta(first).get("run_name")
+    if mlflow_name:
+        return str(mlflow_name)
     name = run_name_for(first)
     return name if name != root.name or first.parent != root else first.stem
 

@@ -20,6 +20,7 @@ from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest import batches, checkpoints, config
 from forensics.ingest.base import Reader, ReadResult, detect_format, get_reader, sniff_format
+from forensics.ingest.readers import mlflow, tensorboard
 from forensics.ingest.discover import RunGroup, Source, group, run_name_for, walk
 from forensics.store import Store
 from forensics.store.blocks import MetricBlock, value_column
@@ -48,8 +49,15 @@ class RunSummary:
 
 
 def _is_source_dir(path: Path) -> bool:
-    """A folder read as one source: a checkpoint, an MLflow tree, a TensorBoard log dir."""
-    return checkpoints.is_checkpoint(path) or sniff_format(path) is not None
+    """A folder read as one source: a checkpoint, an MLflow run folder, a TensorBoard log
+    dir of one run. An MLflow experiment or `mlruns` root, and a log dir with one
+    subfolder per run, are walked instead, so that each of their runs is a run."""
+    if checkpoints.is_checkpoint(path) or mlflow.is_run_dir(path):
+        return True
+    reader = sniff_format(path)
+    if reader is None or reader.name == "mlflow":
+        return False
+    return not (reader.name == "tensorboard" and tensorboard.several_runs(path))
 
 
 def classify(path: Path, forced: Reader | None = None) -> tuple[str, Reader | None]:

@@ -122,3 +122,37 @@ def test_explicit_run_name_keeps_everything_together(real_logs: Path, tmp_path: 
 def test_missing_path_is_a_clear_error(tmp_path: Path, tmp_db: Path) -> None:
     with pytest.raises(Exception, match="no such file or folder"):
         _runs(tmp_db, tmp_path / "nope")
+
+
+def test_files_of_two_writers_with_disjoint_steps_are_two_runs(
+    tmp_path: Path, tmp_db: Path
+) -> None:
+    folder = tmp_path / "pasted"
+    _llmc(folder / "a.log", range(0, 50))
+    (folder / "b.log").write_text(
+        "".join(f"step {s} | loss 2.5 | lr 1e-4\n" for s in range(5000, 5050))
+    )
+    assert _runs(tmp_db, folder) == {"a": ["a.log"], "b": ["b.log"]}
+
+
+def test_mlflow_root_with_two_runs_is_two_runs(tmp_path: Path, tmp_db: Path) -> None:
+    mlruns = Path(__file__).resolve().parents[1] / "fixtures" / "mlflow" / "mlruns"
+    runs = _runs(tmp_db, mlruns)
+    assert sorted(runs) == ["other", "spiky"]
+
+
+def test_tensorboard_log_dir_with_a_folder_per_run(tmp_path: Path, tmp_db: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    logdir = tmp_path / "tb"
+    for name, base in (("run_a", 3.0), ("run_b", 5.0)):
+        for split in ("train", "eval"):
+            writer = SummaryWriter(str(logdir / name / split))
+            for step in range(0, 60):
+                writer.add_scalar("loss", base + step % 3 / 10, step)
+            writer.close()
+    runs = _runs(tmp_db, logdir)
+    assert sorted(runs) == ["run_a", "run_b"]
+    with open_store(tmp_db) as store:
+        loss = store.metrics_long("run_a", ["loss"])
+    assert loss.height == 60 and loss["value"].max() < 4

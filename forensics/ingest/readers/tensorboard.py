@@ -151,6 +151,21 @@ def event_files(folder: Path, *, strict: bool) -> list[Path]:
     return sorted(found, key=_writer_order)
 
 
+def several_runs(folder: Path) -> bool:
+    """Does a TensorBoard log dir hold one run per subfolder (`logdir/run1/`, `logdir/run2/`)?
+
+    Event files directly in the folder make it one run (its subfolders are then
+    `add_scalars` series or splits); otherwise each first-level subfolder that is not a
+    split name (`train/`, `eval/`...) is a run of its own."""
+    keys = set()
+    for f in event_files(folder, strict=False):
+        rel = f.parent.relative_to(folder).parts
+        if not rel:
+            return False
+        keys.add("" if rel[0].lower() in SPLIT_NAMES else rel[0])
+    return len(keys - {""}) >= 2
+
+
 def _writer_order(path: Path) -> tuple[int, str]:
     """Event files are named events.out.tfevents.<unix time>.<host>...: sort by that time."""
     parts = path.name.split(".")
