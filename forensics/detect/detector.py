@@ -216,6 +216,8 @@ def detect_data(
         )
     sc = screen_loss(data, cfg)
     burn_step = int(sc.steps[sc.burn_in]) if sc.burn_in < len(sc.steps) else data.last_step
+    if finite < 3:  # no loss curve tells where start-up ends: every event counts
+        burn_step = -1
     incidents = loss_incidents(sc, data, cfg) if finite >= 3 else []
     all_events = ev.collect(data, cfg)
     gap = max(cfg.event_gap_steps, 3 * data.interval)

@@ -163,3 +163,18 @@ def test_clean_real_short_megatron_log_raises_nothing(real_logs: Path, tmp_path:
     assert det.incidents == []
     assert cov is not None and cov["unscreened_points"] > 0
     assert "not screened" in str(cov["note"])
+
+
+def test_loss_scale_collapse_without_a_logged_loss(tmp_path: Path) -> None:
+    # every window skipped: Megatron prints no `lm loss`, only the falling loss scale
+    # (format of SOURCES.md section 1.3; values made up for the test)
+    lines = "".join(
+        f" iteration {n:>8}/  300000 | consumed samples: {n * 8:>10} | learning rate: 1.0E-04 |"
+        f" global batch size:     8 | loss scale: {s:.1f} | number of skipped iterations:  10 |"
+        " number of nan iterations:   0 |\n"
+        for n, s in ((5010, 65536), (5020, 2048), (5030, 64), (5040, 2), (5050, 1))
+    )
+    det, cov = _detect(tmp_path, lines)
+    assert len(det.incidents) == 1
+    assert det.incidents[0].metric == "loss_scale"
+    assert cov is not None and cov["screened_from_step"] is None
