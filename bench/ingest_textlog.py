@@ -59,10 +59,14 @@ def generate_main_log(path: Path, n: int, seed: int = 0) -> int:
         ).alias("text"),
     )
     val = frame.filter(pl.col("s") % 250 == 0).select(
-        pl.col("s"), pl.lit(-1, pl.Int32).alias("k"), pl.format("s:{} tel:{}", "s", pl.col("trl").round(4)).alias("text")
+        pl.col("s"),
+        pl.lit(-1, pl.Int32).alias("k"),
+        pl.format("s:{} tel:{}", "s", pl.col("trl").round(4)).alias("text"),
     )
     other = frame.filter(pl.col("s") % 50 == 7).select(
-        pl.col("s"), pl.lit(1, pl.Int32).alias("k"), pl.format("saving checkpoint at step {}", "s").alias("text")
+        pl.col("s"),
+        pl.lit(1, pl.Int32).alias("k"),
+        pl.format("saving checkpoint at step {}", "s").alias("text"),
     )
     lines = pl.concat([train, val, other]).sort(["s", "k"])["text"]
     _write(path, lines)
@@ -134,8 +138,10 @@ def main() -> None:
         t_out, r_out = best(lambda: generic.read(out), args.repeat)
         got = r_out.metrics.filter(pl.col("raw_name") == "loss").height  # type: ignore[attr-defined]
         assert got == n_out, (got, n_out)
-        print(f"llm.c stdout (no named pattern), {n_out:,} lines: generic {t_out:.2f} s, "
-              f"{n_out / t_out:,.0f} lines/s")
+        print(
+            f"llm.c stdout (no named pattern), {n_out:,} lines: generic {t_out:.2f} s, "
+            f"{n_out / t_out:,.0f} lines/s"
+        )
 
 
 if __name__ == "__main__":

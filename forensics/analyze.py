@@ -228,8 +228,13 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
                 "folder": folder,
                 "report": f"{folder}/README.md" if readme.exists() else None,
                 "incidents": [
-                    {"id": i.id, "type": i.type, "cause": i.cause, "onset": i.onset_step,
-                     "peak": i.peak_step}
+                    {
+                        "id": i.id,
+                        "type": i.type,
+                        "cause": i.cause,
+                        "onset": i.onset_step,
+                        "peak": i.peak_step,
+                    }
                     for i in incidents
                 ],
                 "last_step": det.last_step if det is not None else None,
@@ -244,9 +249,7 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    text = env.get_template("runs_index.md.j2").render(
-        paths=[str(p) for p in ctx.paths], runs=rows
-    )
+    text = env.get_template("runs_index.md.j2").render(paths=[str(p) for p in ctx.paths], runs=rows)
     index = ctx.out / "README.md"
     index.write_text(text, encoding="utf-8")
     return index

@@ -286,9 +286,7 @@ def _counter_evidence(inc: Incident, data: RunData) -> list[Evidence]:
     if not len(bad):
         return []
     counters = [n for n in ("nan_iters", "skipped_iters") if data.has(n)]
-    zero_at = [
-        n for n in counters if all(data.aux[n].at_or_before(int(s)) == 0 for s in bad[:50])
-    ]
+    zero_at = [n for n in counters if all(data.aux[n].at_or_before(int(s)) == 0 for s in bad[:50])]
     if not zero_at:
         return []
     return [

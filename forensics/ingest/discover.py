@@ -136,9 +136,7 @@ def walk(root: Path, is_source_dir: IsSourceDir) -> Walk:
             seen_files.add(real)
             out.found.append(path)
         else:
-            out.warnings.append(
-                f"{path}: not a regular file (a FIFO, device or socket): skipped"
-            )
+            out.warnings.append(f"{path}: not a regular file (a FIFO, device or socket): skipped")
 
     visit(root, 0)
     return out
@@ -253,9 +251,9 @@ def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]
 
 def _overlap(a: _Chain, b: _Chain) -> bool:
     """Do two chains log common steps (unknown ranges count as overlapping)?"""
-    if None in (a.lo, a.hi, b.lo, b.hi):
+    if a.lo is None or a.hi is None or b.lo is None or b.hi is None:
         return True
-    return max(a.lo, b.lo) <= min(a.hi, b.hi)  # type: ignore[type-var]
+    return max(a.lo, b.lo) <= min(a.hi, b.hi)
 
 
 def _continued(chains: list[_Chain], lo: int | None, hi: int | None) -> _Chain | None:

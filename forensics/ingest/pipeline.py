@@ -20,8 +20,8 @@ from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest import batches, checkpoints, config
 from forensics.ingest.base import Reader, ReadResult, detect_format, get_reader, sniff_format
-from forensics.ingest.readers import mlflow, tensorboard
 from forensics.ingest.discover import RunGroup, Source, group, run_name_for, walk
+from forensics.ingest.readers import mlflow, tensorboard
 from forensics.store import Store
 from forensics.store.blocks import MetricBlock, value_column
 
@@ -208,9 +208,7 @@ def ingest(
                 groups[name].notes += g.notes
             else:
                 groups[name] = RunGroup(name, list(g.sources), list(g.notes))
-    return [
-        _ingest_run(store, name, g, forced, aliases, progress) for name, g in groups.items()
-    ]
+    return [_ingest_run(store, name, g, forced, aliases, progress) for name, g in groups.items()]
 
 
 def _discover(path: Path, forced: Reader | None, *, split: bool) -> list[RunGroup]:

@@ -112,8 +112,10 @@ def test_thirteen_b_spike_from_a_few_points(tmp_path: Path) -> None:
     # tr1-13B chronicle (SOURCES.md section 2): 2.768 (29040) -> 7.344 (29050) -> 8.716 ->
     # 6.849 (29090), loss scale 65536 -> 8192 -> 4096. The 5 lines before 29040 are filled
     # in at the level the chronicle gives.
-    lines = [_megatron(29000 + 10 * i, v, 65536) for i, v in enumerate((2.771, 2.765, 2.776,
-                                                                          2.769, 2.772))]
+    lines = [
+        _megatron(29000 + 10 * i, v, 65536)
+        for i, v in enumerate((2.771, 2.765, 2.776, 2.769, 2.772))
+    ]
     lines += [
         _megatron(29050, 2.768, 65536),
         _megatron(29060, 7.344, 8192, 3),

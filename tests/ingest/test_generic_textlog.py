@@ -188,7 +188,14 @@ PREFIXES = [
 
 def _fmt(v: float, rng: random.Random) -> str:
     if math.isnan(v) or math.isinf(v):
-        return rng.choice([s for s in NAN_SPELLINGS if (s.lstrip("-").lower() == "nan") == math.isnan(v) and (not math.isinf(v) or s.startswith("-") == (v < 0))])
+        return rng.choice(
+            [
+                s
+                for s in NAN_SPELLINGS
+                if (s.lstrip("-").lower() == "nan") == math.isnan(v)
+                and (not math.isinf(v) or s.startswith("-") == (v < 0))
+            ]
+        )
     return rng.choice([f"{v:.6f}", f"{v:.6E}", f"{v:.6e}", f"{v:.6g}"])
 
 
@@ -206,8 +213,22 @@ STYLES = [
     ("Iteration {step} of {total} - {kv}", " - ", "{k} = {v}"),
     ("[Step {step}] {kv}", " ", "{k}={v}"),
 ]
-KEYS = ["loss", "lm loss", "train_loss", "train/loss", "grad norm", "grad_norm", "lr",
-        "learning_rate", "tokens_per_sec", "loss scale", "mfu", "aux_loss", "z-loss", "throughput"]
+KEYS = [
+    "loss",
+    "lm loss",
+    "train_loss",
+    "train/loss",
+    "grad norm",
+    "grad_norm",
+    "lr",
+    "learning_rate",
+    "tokens_per_sec",
+    "loss scale",
+    "mfu",
+    "aux_loss",
+    "z-loss",
+    "throughput",
+]
 
 
 @pytest.mark.parametrize("seed", range(len(STYLES)))

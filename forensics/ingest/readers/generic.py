@@ -109,7 +109,13 @@ class Template:
         parts = self.text.split(SLOT)
         out = parts[0]
         for i, lit in enumerate(parts[1:]):
-            label = "<step>" if i == self.step_slot else f"<{self.names[i]}>" if i in self.names else "#"
+            label = (
+                "<step>"
+                if i == self.step_slot
+                else f"<{self.names[i]}>"
+                if i in self.names
+                else "#"
+            )
             out += label + lit
         return out.strip()
 
@@ -178,7 +184,9 @@ def infer(text: str, count: int) -> Template:
         elif split_word and split_word not in key.lower() and "loss" in key.lower():
             key = f"{split_word} {key}"
         tpl.names[i] = key
-    if tpl.step_slot is not None and (tpl.step_slot > _MAX_STEP_SLOT or len(tpl.names) > _MAX_FIELDS):
+    if tpl.step_slot is not None and (
+        tpl.step_slot > _MAX_STEP_SLOT or len(tpl.names) > _MAX_FIELDS
+    ):
         tpl.step_slot, tpl.keyed = None, False  # a config dump or a table, not a record
         tpl.names = {}
     if tpl.step_slot is None:
@@ -214,10 +222,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         lines.filter(pl.col("text").str.contains(r"\d|(?i:nan|inf)"))
         .with_columns(body.alias("body"))
         .with_columns(
-            pl.col("body")
-            .str.replace_all(NUM, SLOT)
-            .str.replace_all(r"[ ]{2,}", "  ")
-            .alias("tpl")
+            pl.col("body").str.replace_all(NUM, SLOT).str.replace_all(r"[ ]{2,}", "  ").alias("tpl")
         )
     )
 
@@ -255,7 +260,11 @@ def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]
     )
     rows = [(k, i, n) for k, t in found.items() for i, n in t.names.items()]
     names = pl.DataFrame(
-        {"tpl": [r[0] for r in rows], "slot": [r[1] for r in rows], "raw_name": [r[2] for r in rows]},
+        {
+            "tpl": [r[0] for r in rows],
+            "slot": [r[1] for r in rows],
+            "raw_name": [r[2] for r in rows],
+        },
         schema={"tpl": pl.Utf8, "slot": pl.Int64, "raw_name": pl.Utf8},
     )
     return steps, names
@@ -293,8 +302,10 @@ def extract(
     bad_step = hit.filter(~pl.col("cont") & pl.col("step").is_null())
     hit = hit.filter(pl.col("cont") | pl.col("step").is_not_null())
     hit = _attach_continuations(hit, lines)
-    stamped = with_time and hit.height and bool(
-        hit.head(1000).select(parse_timestamp(pl.col("text")).is_not_null().any()).item()
+    stamped = (
+        with_time
+        and hit.height
+        and bool(hit.head(1000).select(parse_timestamp(pl.col("text")).is_not_null().any()).item())
     )  # most logs print no time: skip the regex over every line then
     wall = parse_timestamp(pl.col("text")) if stamped else pl.lit(None, pl.Float64)
     hit = hit.with_columns(wall.alias("wall_time"))
@@ -345,11 +356,12 @@ def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFram
         on="rec_line",
         how="left",
     )
-    first_step = recs["step"].min() if recs.height else None
+    steps = recs["step"].drop_nulls()
+    first_step = int(steps.min()) if len(steps) else None  # type: ignore[arg-type]
     indented = pl.col("body").str.contains(r"^[ \t]") | pl.col("text").str.contains(r"^[ \t]")
     step = (
         pl.when(pl.col("rec_line").is_null())
-        .then(pl.lit(max(int(first_step) - 1, 0) if first_step is not None else None))
+        .then(pl.lit(max(first_step - 1, 0) if first_step is not None else None))
         .when((pl.col("other") == pl.col("rec_other")) | ~indented)
         .then(pl.col("rec_step"))
         .otherwise(None)
@@ -361,7 +373,9 @@ def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFram
     return pl.concat([recs, joined.select(recs.columns)]).sort("line")
 
 
-def describe(found: dict[str, Template], ignored: int, lines: pl.DataFrame, used: set[int]) -> list[str]:
+def describe(
+    found: dict[str, Template], ignored: int, lines: pl.DataFrame, used: set[int]
+) -> list[str]:
     """What was read, for the user to check: metric <- template, lines ignored, a sample."""
     out = []
     for tpl in sorted(found.values(), key=lambda t: -t.lines):
@@ -374,7 +388,9 @@ def describe(found: dict[str, Template], ignored: int, lines: pl.DataFrame, used
             & (pl.col("text").str.strip_chars().str.len_bytes() > 0)
         ).head(_SAMPLES)
         sample = " / ".join(f"{r[0]}: '{r[1].strip()[:80]}'" for r in rest.iter_rows())
-        out.append(f"generic reader: {ignored} lines ignored (no step and metric found), e.g. {sample}")
+        out.append(
+            f"generic reader: {ignored} lines ignored (no step and metric found), e.g. {sample}"
+        )
     return out
 
 

@@ -243,8 +243,11 @@ def _micro_per_step(long: pl.DataFrame, pat: LinePattern, warnings: list[str]) -
         pl.col("value").cast(pl.Utf8).alias("raw"),
     )
     micro = loss.select(
-        "line", "step", (pl.lit("loss/micro/") + pl.col("k").cast(pl.Utf8)).alias("raw_name"),
-        "value", "raw",
+        "line",
+        "step",
+        (pl.lit("loss/micro/") + pl.col("k").cast(pl.Utf8)).alias("raw_name"),
+        "value",
+        "raw",
     )
     most = int(lines_per_step["len"].max())  # type: ignore[arg-type]
     warnings.append(
