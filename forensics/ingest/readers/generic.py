@@ -36,6 +36,7 @@ from pathlib import Path
 
 import polars as pl
 
+from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.readers._text import (
@@ -98,12 +99,15 @@ class Template:
     cont: bool = False  # no step: takes the step of the record before it
 
     keyed: bool = False  # the step is named (`step N`), not a bare leading number
+    epoch_slot: int | None = None  # mmengine `[epoch][i/N]`: step = (epoch - 1) * N + i
+    total_slot: int | None = None
+    ordinal: bool = False  # no step counter at all: records numbered in file order
 
     @property
     def is_record(self) -> bool:
         """A step record: named numbers, or a named step alone (OLMo's `[step=N/M]` line,
         whose metrics follow on indented lines)."""
-        return self.step_slot is not None and (bool(self.names) or self.keyed)
+        return self.ordinal or (self.step_slot is not None and (bool(self.names) or self.keyed))
 
     def shown(self) -> str:
         parts = self.text.split(SLOT)
@@ -158,6 +162,8 @@ def infer(text: str, count: int) -> Template:
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
         elif i and not before:  # glued to the previous number (`1.5.2`, a date): not a value
             skip.add(i)
+        elif i and before == ":" and i + 1 < len(lits) - 1 and lits[i + 1] == ":":
+            skip.update({i - 1, i, i + 1})  # a clock `2:46:39` (an ETA), not three values
     lowered = [b.lower().lstrip("[") for b in befores]
     for key in _STEP_KEYS:
         hits = [i for i in range(n) if lowered[i] == key and i not in skip]
@@ -166,6 +172,8 @@ def infer(text: str, count: int) -> Template:
             break
     if tpl.step_slot is None and n and not lits[0].strip(" \t[") and 0 not in skip:
         tpl.step_slot = 0  # a bare leading `N` or `N/M`
+    if tpl.step_slot is None:
+        _epoch_iteration(tpl, lits, skip)
     split_word = _split_of(lits)
     for i in range(n):
         if i == tpl.step_slot or i in skip:
@@ -173,7 +181,8 @@ def infer(text: str, count: int) -> Template:
         key = befores[i]
         if not _WORD.search(key):
             after = lits[i + 1]
-            key = _key_after(after) if after[:1] in " %" or after[:1].isalpha() else ""
+            spaced = not lits[i] or lits[i][-1:] in " \t|,;"  # `| 4230.95 ms`, not `:39  time`
+            key = _key_after(after) if spaced and (after[:1] in " %" or after[:1].isalpha()) else ""
         if not _good_key(key):
             continue
         unit = _GLUED.match(lits[i + 1])
@@ -194,6 +203,17 @@ def infer(text: str, count: int) -> Template:
         indented = lits[0][:1] in (" ", "\t") and len(keys) <= 3
         tpl.cont = indented or (len(keys) == 1 and "loss" in keys[0].lower())
     return tpl
+
+
+def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
+    """mmengine / mmcv `Epoch [E][i/N]` or `Epoch(train) [E][i/N]`: the step is the
+    iteration counted over epochs."""
+    for i in range(1, len(lits) - 2):
+        if lits[i].endswith("][") and lits[i + 1] == "/" and lits[i - 1].endswith("["):
+            if "epoch" in lits[i - 1].lower():
+                tpl.epoch_slot, tpl.step_slot, tpl.total_slot = i - 1, i, i + 1
+                skip.update({i - 1, i + 1})
+                return
 
 
 def _good_key(key: str) -> bool:
@@ -244,9 +264,34 @@ def templates(prepared: pl.DataFrame, notes: list[str]) -> dict[str, Template]:
     out = {}
     for text, count in counts.iter_rows():
         tpl = infer(text, count)
-        if tpl.is_record or tpl.cont:
+        if tpl.is_record or tpl.cont or any("loss" in k.lower() for k in tpl.names.values()):
             out[text] = tpl
     return out
+
+
+def _number_in_order(found: dict[str, Template], notes: list[str]) -> bool:
+    """A log with no step counter at all (Hugging Face Trainer's stdout prints
+    `{'loss': 2.3, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.53}`): its
+    training-loss lines become records numbered 1, 2, ... in file order, and lines with
+    another loss (an eval dict) follow the record before them. Says so in a note."""
+    table = alias_table()
+    ordinal = [
+        t
+        for t in found.values()
+        if t.step_slot is None and any(table.canonical(k) == "loss" for k in t.names.values())
+    ]
+    if not ordinal:
+        return False
+    chosen = {id(t) for t in ordinal}
+    for t in found.values():
+        t.ordinal = id(t) in chosen
+        t.cont = not t.ordinal and any("loss" in k.lower() for k in t.names.values())
+    notes.append(
+        "generic reader: the log prints no step counter; its "
+        f"{sum(t.lines for t in ordinal)} training-loss records are numbered 1, 2, ... in "
+        "file order (the step axis is the record's rank, not the optimizer step)"
+    )
+    return True
 
 
 def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -254,9 +299,19 @@ def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]
         {
             "tpl": list(found),
             "step_slot": [t.step_slot for t in found.values()],
+            "epoch_slot": [t.epoch_slot for t in found.values()],
+            "total_slot": [t.total_slot for t in found.values()],
+            "ordinal": [t.ordinal for t in found.values()],
             "cont": [t.cont and not t.is_record for t in found.values()],
         },
-        schema={"tpl": pl.Utf8, "step_slot": pl.Int64, "cont": pl.Boolean},
+        schema={
+            "tpl": pl.Utf8,
+            "step_slot": pl.Int64,
+            "epoch_slot": pl.Int64,
+            "total_slot": pl.Int64,
+            "ordinal": pl.Boolean,
+            "cont": pl.Boolean,
+        },
     )
     rows = [(k, i, n) for k, t in found.items() for i, n in t.names.items()]
     names = pl.DataFrame(
@@ -286,16 +341,25 @@ def extract(
             "wall_time": pl.Float64,
         }
     )
-    if not any(t.is_record for t in found.values()):
+    if not any(t.is_record for t in found.values()) and not _number_in_order(found, notes):
         return empty, {}, 0
+    found = {k: t for k, t in found.items() if t.is_record or t.cont}
     step_tbl, name_tbl = _slot_table(found)
     hit = prepared.join(step_tbl, on="tpl", how="inner", maintain_order="left").with_columns(
         pl.col("body").str.extract_all(NUM).alias("nums")
     )
+    slot = pl.col("step_slot")
+    num = pl.col("nums").list.get
+    step = num(slot, null_on_oob=True).cast(pl.Int64, strict=False)
+    epoch = num(pl.col("epoch_slot"), null_on_oob=True).cast(pl.Int64, strict=False)
+    total = num(pl.col("total_slot"), null_on_oob=True).cast(pl.Int64, strict=False)
     hit = hit.with_columns(
-        pl.when(pl.col("step_slot").is_not_null())
-        .then(pl.col("nums").list.get(pl.col("step_slot"), null_on_oob=True))
-        .cast(pl.Int64, strict=False)
+        pl.when(pl.col("ordinal"))
+        .then(pl.col("ordinal").cast(pl.Int64).cum_sum())
+        .when(pl.col("epoch_slot").is_not_null())
+        .then((epoch - 1) * total + step)
+        .when(slot.is_not_null())
+        .then(step)
         .alias("step")
     )
     # records whose step slot is not an integer (a decimal where a step was): not records
