@@ -209,11 +209,11 @@ def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
     """mmengine / mmcv `Epoch [E][i/N]` or `Epoch(train) [E][i/N]`: the step is the
     iteration counted over epochs."""
     for i in range(1, len(lits) - 2):
-        if lits[i].endswith("][") and lits[i + 1] == "/" and lits[i - 1].endswith("["):
-            if "epoch" in lits[i - 1].lower():
-                tpl.epoch_slot, tpl.step_slot, tpl.total_slot = i - 1, i, i + 1
-                skip.update({i - 1, i + 1})
-                return
+        bracketed = lits[i].endswith("][") and lits[i + 1] == "/" and lits[i - 1].endswith("[")
+        if bracketed and "epoch" in lits[i - 1].lower():
+            tpl.epoch_slot, tpl.step_slot, tpl.total_slot = i - 1, i, i + 1
+            skip.update({i - 1, i + 1})
+            return
 
 
 def _good_key(key: str) -> bool:
