@@ -279,3 +279,19 @@ def test_generic_reader_on_a_frame_keeps_line_order(tmp_path: Path) -> None:
     res = READER.read(path)
     assert res.metrics["step"].to_list() == [3, 1, 2]
     assert res.metrics.schema["value"] == pl.Float64
+
+
+def test_named_pattern_log_with_lines_in_a_newer_style(tmp_path: Path) -> None:
+    # parameter-golf: modded-nanogpt `step:N/M val_loss:` lines beside the newer training
+    # lines without a `step:` key (SOURCES.md section 4): the named reader claims the file,
+    # the generic reader reads the losses it does not know
+    text = (
+        "step:0/20000 val_loss:6.9357 val_bpb:4.1077 train_time:0ms step_avg:0.01ms\n"
+        "warmup_step:1/20\n"
+        "1/20000 train_loss: 8.3201 train_time: 0.0m tok/s: 8479861\n"
+        "2/20000 train_loss: nan train_time: 0.0m tok/s: 8479861\n"
+    )
+    fmt, m = _read(tmp_path, text)
+    assert fmt == "textlog"
+    assert m["val_loss"] == {0: 6.9357}
+    assert m["loss"][1] == 8.3201 and math.isnan(m["loss"][2])

@@ -347,7 +347,38 @@ class TextLogReader(Reader):
             )
         rows = _drop_cut_tail(text, lines, rows, warnings)
         metrics = rows.select("step", "raw_name", "value")  # no timestamps in these styles
+        extra = _unclaimed_loss_lines(lines, rows, warnings)
+        if extra.height:
+            metrics = pl.concat([rows.select("line", "step", "raw_name", "value"), extra])
+            metrics = metrics.sort("line", maintain_order=True).drop("line")
         return ReadResult(metrics=metrics, warnings=warnings)
+
+
+def _unclaimed_loss_lines(
+    lines: pl.DataFrame, rows: pl.DataFrame, warnings: list[str]
+) -> pl.DataFrame:
+    """Losses on lines no named pattern claimed, read by the generic reader (a log whose
+    newer lines changed style: parameter-golf's `1/20000 train_loss: 8.32` beside
+    modded-nanogpt's `step:0/20000 val_loss:...`). Only templates with a loss are taken,
+    and only metrics the named patterns did not already give."""
+    from forensics.ingest.readers import generic
+
+    rest = lines.filter(~pl.col("line").is_in(rows["line"].implode()))
+    found_rows, found, _ = generic.extract(rest, [], with_time=False)
+    if found_rows.height == 0:
+        return found_rows.select("line", "step", "raw_name", "value")
+    known = set(rows["raw_name"].unique().to_list())
+    lossy = {n for t in found.values() for n in t.names.values() if "loss" in n.lower()}
+    templates = [t for t in found.values() if set(t.names.values()) & lossy]
+    names = {n for t in templates for n in t.names.values()} - known
+    extra = found_rows.filter(pl.col("raw_name").is_in(list(names)))
+    if extra.height:
+        shown = "; ".join(f"'{t.shown()[:100]}'" for t in templates[:3])
+        warnings.append(
+            f"{extra['line'].n_unique()} lines no named pattern knows were read by the "
+            f"generic reader ({', '.join(sorted(names))}) from lines like {shown}"
+        )
+    return extra.select("line", "step", "raw_name", "value")
 
 
 def _any_match(lines: list[str], patterns: list[LinePattern]) -> bool:
