@@ -213,6 +213,7 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
     """OUT/README.md: one line per run with its incidents and a link to its report."""
     import jinja2
 
+    from forensics.detect.coverage import read as read_coverage
     from forensics.report.locate import templates_dir
 
     assert ctx.out is not None
@@ -238,6 +239,7 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
                     for i in incidents
                 ],
                 "last_step": det.last_step if det is not None else None,
+                "coverage": (read_coverage(ctx.store, r.run_id) or {}).get("note"),
                 "notes": ctx.ingest_notes.get(r.run_id, [])
                 + [n for n in r.notes if "(--no-replay)" not in n],
             }

@@ -156,3 +156,26 @@ def test_tensorboard_log_dir_with_a_folder_per_run(tmp_path: Path, tmp_db: Path)
     with open_store(tmp_db) as store:
         loss = store.metrics_long("run_a", ["loss"])
     assert loss.height == 60 and loss["value"].max() < 4
+
+
+def test_analyze_folder_of_runs_writes_an_index(tmp_path: Path) -> None:
+    from forensics.analyze import AnalyzeOptions, analyze
+
+    folder = tmp_path / "pasted"
+    _llmc(folder / "a.log", range(0, 300))
+    (folder / "b.log").write_text(
+        "".join(
+            f"step {s} | loss {'nan' if s >= 5040 else 2.5 + s % 3 / 100} | lr 1e-4\n"
+            for s in range(5000, 5050)
+        )
+    )
+    out = tmp_path / "out"
+    result = analyze(folder, out, options=AnalyzeOptions(replay=False, report=False))
+    assert sorted(r.run_id for r in result.runs) == ["a", "b"]
+    index = (out / "README.md").read_text()
+    assert "2 runs" in index and "1 of them have incidents" in index
+    row_b = next(line for line in index.splitlines() if line.startswith("| b |"))
+    assert "#1 divergent at step 5040" in row_b
+    row_a = next(line for line in index.splitlines() if line.startswith("| a |"))
+    assert "| none |" in row_a and "not screened for spikes" in row_a  # its start-up
+    assert (out / "a" / "incidents.json").is_file() and (out / "b" / "incidents.json").is_file()
