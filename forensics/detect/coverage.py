@@ -7,7 +7,7 @@ it, one row per run in `screen_coverage`:
 
     run_id, metric, points (finite logged loss points), first_step, last_step,
     screened_from_step (first step the screen judged; NULL when none), unscreened_points,
-    short_log (fewer points than the normal start-up needs), note (one sentence).
+    unscreened_to_step (last step left out), short_log (fewer points than the normal start-up needs), note (one sentence).
 
 Non-finite values, gradient norms and the loss scale are checked everywhere, start-up
 included; the note says so.
@@ -24,7 +24,8 @@ from forensics.store import Store
 TABLE = "screen_coverage"
 _DDL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
     run_id VARCHAR, metric VARCHAR, points BIGINT, first_step BIGINT, last_step BIGINT,
-    screened_from_step BIGINT, unscreened_points BIGINT, short_log BOOLEAN, note VARCHAR
+    screened_from_step BIGINT, unscreened_points BIGINT, unscreened_to_step BIGINT,
+    short_log BOOLEAN, note VARCHAR
 )"""
 
 
@@ -36,6 +37,7 @@ class Coverage:
     last_step: int | None
     screened_from_step: int | None
     unscreened_points: int
+    unscreened_to_step: int | None
     short_log: bool
 
     @property
@@ -50,7 +52,7 @@ class Coverage:
         size = "a short log: " if self.short_log else ""
         return (
             f"{size}the first {self.unscreened_points} of {self.points} logged {self.metric} "
-            f"points (steps {self.first_step}-{self.screened_from_step - 1}, start-up) were "
+            f"points (steps {self.first_step}-{self.unscreened_to_step}, start-up) were "
             "not screened for spikes; non-finite values were checked there too"
         )
 
@@ -68,12 +70,13 @@ def write(store: Store, run_id: str, cov: Coverage) -> None:
             "last_step": cov.last_step,
             "screened_from_step": cov.screened_from_step,
             "unscreened_points": cov.unscreened_points,
+            "unscreened_to_step": cov.unscreened_to_step,
             "short_log": cov.short_log,
             "note": cov.note,
         }
         store.con.register("_coverage_row", pl.DataFrame([row]))
         try:
-            store.con.execute(f"INSERT INTO {TABLE} SELECT * FROM _coverage_row")
+            store.con.execute(f"INSERT INTO {TABLE} BY NAME SELECT * FROM _coverage_row")
         finally:
             store.con.unregister("_coverage_row")
 

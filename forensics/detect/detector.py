@@ -255,6 +255,7 @@ def _coverage(data: RunData, sc: Screen, finite: int, cfg: DetectConfig) -> Cove
         last_step=int(steps[-1]) if len(steps) else None,
         screened_from_step=int(steps[sc.burn_in]) if screened else None,
         unscreened_points=int(min(sc.burn_in, len(steps))) if screened else len(steps),
+        unscreened_to_step=int(steps[sc.burn_in - 1]) if screened and sc.burn_in else None,
         short_log=len(steps) < 4 * cfg.burn_in_points,
     )
 
