@@ -7,7 +7,8 @@ it, one row per run in `screen_coverage`:
 
     run_id, metric, points (finite logged loss points), first_step, last_step,
     screened_from_step (first step the screen judged; NULL when none), unscreened_points,
-    unscreened_to_step (last step left out), short_log (fewer points than the normal start-up needs), note (one sentence).
+    unscreened_to_step (last step left out), short_log (fewer points than the normal
+    start-up needs), note (one sentence).
 
 Non-finite values, gradient norms and the loss scale are checked everywhere, start-up
 included; the note says so.
