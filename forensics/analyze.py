@@ -1,6 +1,10 @@
-"""`analyze`: the whole pipeline on one run, step by step, in one call.
+"""`analyze`: the whole pipeline, step by step, in one call.
 
     ingest -> detect -> replay -> report -> incidents.json
+
+A folder may hold several runs (discovery decides, see forensics/ingest/discover.py): each
+is analysed into a sub-folder of its own (OUT/<run>/) and one index over all of them,
+OUT/README.md (templates/runs_index.md.j2), lists the runs, their incidents and links.
 
 Each step is a function of the shared AnalyzeContext, listed in STEPS in order. A new
 stage is one more entry (or pass `steps=` to run a different list); a step reads what the
@@ -13,6 +17,7 @@ written: the report and incidents.json steps need a folder and are skipped.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,6 +52,8 @@ class AnalyzeContext:
     store: Store
     progress: Progress
     run_id: str = ""
+    run_ids: list[str] = field(default_factory=list)  # every run the ingest found
+    ingest_notes: dict[str, list[str]] = field(default_factory=dict)
     detection: Detection | None = None
     notes: list[str] = field(default_factory=list)  # what a step skipped, and why
     outputs: list[Path] = field(default_factory=list)
@@ -60,6 +67,8 @@ def ingest_step(ctx: AnalyzeContext) -> None:
     if run is None and len(ctx.paths) > 1:
         run = ctx.paths[0].resolve().name  # several paths are one run
     summaries = ingest(ctx.store, ctx.paths, run=run, fmt=ctx.options.fmt, progress=ctx.progress)
+    ctx.run_ids = [s.run for s in summaries]
+    ctx.ingest_notes = {s.run: s.notes for s in summaries}
     ctx.run_id = summaries[0].run
 
 
@@ -123,11 +132,18 @@ STEPS: list[tuple[str, Step]] = [
 
 @dataclass
 class AnalyzeResult:
-    run_id: str
+    run_id: str  # the first run (the only one, for a single run)
     db: Path
     detection: Detection | None
     outputs: list[Path]
     notes: list[str]
+    runs: list[AnalyzeResult] = field(default_factory=list)  # one per run when several
+    index: Path | None = None  # OUT/README.md over several runs
+
+    @property
+    def detections(self) -> list[Detection]:
+        found = [r.detection for r in self.runs] if self.runs else [self.detection]
+        return [d for d in found if d is not None]
 
 
 def analyze(
@@ -140,8 +156,9 @@ def analyze(
     steps: list[tuple[str, Step]] | None = None,
     progress: Progress | None = None,
 ) -> AnalyzeResult:
-    """Run every step on the logs at `path` (one run). The database defaults to
-    out/forensics.duckdb; `run` overrides options.run."""
+    """Run every step on the logs at `path`. The database defaults to out/forensics.duckdb;
+    `run` overrides options.run. Several runs found under `path` are each analysed into
+    out/<run>/, with an index at out/README.md."""
     if out is None and db is None:
         raise StoreError("analyze needs an output folder or a database (--out or --db)")
     paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
@@ -151,9 +168,90 @@ def analyze(
     opts = options or AnalyzeOptions()
     if run is not None:
         opts = replace(opts, run=run)
+    todo = steps or STEPS
+    say = progress or (lambda _msg: None)
     with open_store(db) as store:
-        ctx = AnalyzeContext(paths, out, db, opts, store, progress or (lambda _msg: None))
-        for name, step in steps or STEPS:
+        ctx = AnalyzeContext(paths, out, db, opts, store, say)
+        first, rest = todo[:1], todo[1:]
+        for name, step in first:
             ctx.progress(name)
             step(ctx)
-    return AnalyzeResult(ctx.run_id, db, ctx.detection, ctx.outputs, ctx.notes)
+        if len(ctx.run_ids) <= 1:
+            for name, step in rest:
+                ctx.progress(name)
+                step(ctx)
+            return AnalyzeResult(ctx.run_id, db, ctx.detection, ctx.outputs, ctx.notes)
+        results = [_one_run(ctx, run_id, rest) for run_id in ctx.run_ids]
+        index = _write_index(ctx, results) if out is not None else None
+    outputs = ([index] if index else []) + [p for r in results for p in r.outputs]
+    notes = [f"{r.run_id}: {n}" for r in results for n in r.notes]
+    first_result = results[0]
+    return AnalyzeResult(
+        first_result.run_id, db, first_result.detection, outputs, notes, results, index
+    )
+
+
+def _one_run(ctx: AnalyzeContext, run_id: str, steps: list[tuple[str, Step]]) -> AnalyzeResult:
+    """The steps after ingest on one of several runs, into out/<run>/."""
+    sub = ctx.out / safe_folder_name(run_id) if ctx.out is not None else None
+    if sub is not None:
+        sub.mkdir(parents=True, exist_ok=True)
+    one = replace(ctx, out=sub, run_id=run_id, detection=None, notes=[], outputs=[])
+    for name, step in steps:
+        one.progress(f"{run_id}: {name}")
+        step(one)
+    return AnalyzeResult(run_id, ctx.db, one.detection, one.outputs, one.notes)
+
+
+def safe_folder_name(run_id: str) -> str:
+    """A run name as a folder name (no separators, no leading dot)."""
+    name = re.sub(r"[^\w.\-]+", "_", run_id).strip("._") or "run"
+    return name[:120]
+
+
+def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
+    """OUT/README.md: one line per run with its incidents and a link to its report."""
+    import jinja2
+
+    from forensics.detect.coverage import read as read_coverage
+    from forensics.report.locate import templates_dir
+
+    assert ctx.out is not None
+    rows = []
+    for r in results:
+        det = r.detection
+        incidents = det.incidents if det is not None else []
+        folder = safe_folder_name(r.run_id)
+        readme = ctx.out / folder / "README.md"
+        rows.append(
+            {
+                "run": r.run_id,
+                "folder": folder,
+                "report": f"{folder}/README.md" if readme.exists() else None,
+                "incidents": [
+                    {
+                        "id": i.id,
+                        "type": i.type,
+                        "cause": i.cause,
+                        "onset": i.onset_step,
+                        "peak": i.peak_step,
+                    }
+                    for i in incidents
+                ],
+                "last_step": det.last_step if det is not None else None,
+                "coverage": (read_coverage(ctx.store, r.run_id) or {}).get("note"),
+                "notes": ctx.ingest_notes.get(r.run_id, [])
+                + [n for n in r.notes if "(--no-replay)" not in n],
+            }
+        )
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    text = env.get_template("runs_index.md.j2").render(paths=[str(p) for p in ctx.paths], runs=rows)
+    index = ctx.out / "README.md"
+    index.write_text(text, encoding="utf-8")
+    return index

@@ -133,8 +133,8 @@ def analyze(
     )
     with err_console.status("analyzing") as status:
         result = run_analyze(path, out, db=db, options=options, progress=status.update)
-    if result.detection is not None:
-        print_detection(result.detection)
+    for detection in result.detections:  # one per run found under PATH
+        print_detection(detection)
     for note in result.notes:
         err_console.print(f"note: {note}", highlight=False)
     for p in result.outputs:

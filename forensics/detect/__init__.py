@@ -52,6 +52,7 @@ def detect(
     gpu_hour_cost: float | None = None,
 ) -> list[Detection]:
     """Detect incidents in `run` (every run of the store when None) and store them."""
+    from forensics.detect import coverage
     from forensics.detect import store as detect_store
     from forensics.detect.detector import detect_data
     from forensics.detect.rules import load_rules
@@ -66,6 +67,8 @@ def detect(
         ckpts = detect_store.checkpoints(store, run_id)
         det = detect_data(data, rules, config, ckpts, gpu_hour_cost)
         detect_store.write(store, det)
+        if det.coverage is not None:
+            coverage.write(store, run_id, det.coverage)
         out.append(det)
     return out
 

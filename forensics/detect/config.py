@@ -44,6 +44,13 @@ class DetectConfig:
     # warm-up (tr8-104B diverged there at loss 6.4 from 11) must be screened.
     burn_in_points: int = 20
     burn_in_descent: float = 0.1
+    # A short log (an excerpt pasted into an issue: 5-15 lines around the spike) cannot
+    # spare 20 points of start-up: its burn-in shrinks to a quarter of its points, but never
+    # below `short_history_points`. Incidents with fewer than `low_history_points` logged
+    # points before their onset carry a `history_points` finding that says how little the
+    # trend and the noise scale rest on.
+    short_history_points: int = 5
+    low_history_points: int = 50
     # --- typing (typing.py) -----------------------------------------------------------
     # Recovery window after the (last) peak. It is widened to `min_window_points` logged
     # points when the log is sparse, so that a log every 500 steps is judged on 5 points.

@@ -8,6 +8,7 @@ import numpy as np
 from forensics.detect import events as ev
 from forensics.detect.classify import classify, lr_phase
 from forensics.detect.config import DetectConfig
+from forensics.detect.coverage import Coverage
 from forensics.detect.data import RunData
 from forensics.detect.features import compute, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
@@ -206,18 +207,24 @@ def detect_data(
     """Find, type, explain and advise on every incident of one run."""
     cfg = cfg or DetectConfig()
     missing = data.missing()
-    if len(data.loss) < 3:
-        note = f"{data.run_id}: fewer than 3 logged loss points; nothing to screen"
-        return Detection(data.run_id, [], [], missing, data.last_step, [note])
+    notes: list[str] = []
+    finite = int(np.isfinite(data.loss.values).sum())
+    if finite < 3:
+        notes.append(
+            f"{data.run_id}: {finite} finite logged loss points: the loss curve is not "
+            "screened; only non-finite values, gradient norms and the loss scale are"
+        )
     sc = screen_loss(data, cfg)
     burn_step = int(sc.steps[sc.burn_in]) if sc.burn_in < len(sc.steps) else data.last_step
-    incidents = loss_incidents(sc, data, cfg)
+    if finite < 3:  # no loss curve tells where start-up ends: every event counts
+        burn_step = -1
+    incidents = loss_incidents(sc, data, cfg) if finite >= 3 else []
     all_events = ev.collect(data, cfg)
     gap = max(cfg.event_gap_steps, 3 * data.interval)
     clusters = ev.cluster(all_events, gap)
     start_end = ev.startup_end(clusters, burn_step)
     for c in clusters:
-        if c.first <= start_end and not c.count("nonfinite_loss"):
+        if c.first <= start_end and not c.unexplained_nonfinite():
             continue
         if c.stands_alone(cfg) and not any(_overlaps(c, i, gap) for i in incidents):
             incidents.append(event_incident(c, sc, data, cfg))
@@ -228,8 +235,69 @@ def detect_data(
         inc.events = [e for e in all_events if lo <= e.step <= inc.span_end and e.step > start_end]
         _mark_nonfinite_peak(inc, data)
     _explain(incidents, data, sc, rules, cfg, missing, checkpoints or [], gpu_hour_cost)
-    nm = near_misses(data, sc, incidents, burn_step, cfg)
-    return Detection(data.run_id, incidents, nm, missing, data.last_step)
+    for inc in incidents:
+        inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
+    nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
+    det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
+    det.coverage = _coverage(data, sc, finite, cfg)
+    if det.coverage.unscreened_points or det.coverage.screened_from_step is None:
+        det.notes.append(f"{data.run_id}: {det.coverage.note}")
+    return det
+
+
+def _coverage(data: RunData, sc: Screen, finite: int, cfg: DetectConfig) -> Coverage:
+    steps = sc.steps
+    screened = finite >= 3 and sc.burn_in < len(steps)
+    return Coverage(
+        metric=data.loss_name,
+        points=len(steps),
+        first_step=int(steps[0]) if len(steps) else None,
+        last_step=int(steps[-1]) if len(steps) else None,
+        screened_from_step=int(steps[sc.burn_in]) if screened else None,
+        unscreened_points=int(min(sc.burn_in, len(steps))) if screened else len(steps),
+        unscreened_to_step=int(steps[sc.burn_in - 1]) if screened and sc.burn_in else None,
+        short_log=len(steps) < 4 * cfg.burn_in_points,
+    )
+
+
+def _history_evidence(inc: Incident, data: RunData, cfg: DetectConfig) -> list[Evidence]:
+    """How many logged loss points the verdict rests on, when that is few (a short log)."""
+    st = data.loss.steps[np.isfinite(data.loss.values)]
+    before = int(np.sum(st < inc.onset_step))
+    if before >= cfg.low_history_points:
+        return []
+    return [
+        Evidence(
+            "history_points",
+            before,
+            f"only {before} logged loss points before the onset: the trend and the noise "
+            "scale rest on little history, so the size and type of this incident are rough",
+        )
+    ]
+
+
+def _counter_evidence(inc: Incident, data: RunData) -> list[Evidence]:
+    """A NaN/Inf gradient norm at steps where the framework's skipped / NaN-iteration
+    counters read 0: those counters do not count this failure and must not be trusted."""
+    if not data.has("grad_norm"):
+        return []
+    g = data.aux["grad_norm"]
+    st, v = g.window_steps(inc.onset_step - 1, inc.span_end)
+    bad = st[~np.isfinite(v)]
+    if not len(bad):
+        return []
+    counters = [n for n in ("nan_iters", "skipped_iters") if data.has(n)]
+    zero_at = [n for n in counters if all(data.aux[n].at_or_before(int(s)) == 0 for s in bad[:50])]
+    if not zero_at:
+        return []
+    return [
+        Evidence(
+            "misleading_counter",
+            ", ".join(zero_at),
+            f"the gradient norm is non-finite at {len(bad)} logged steps (first {int(bad[0])}) "
+            f"while {' and '.join(zero_at)} read 0: the framework's counter does not count it",
+        )
+    ]
 
 
 def _explain(

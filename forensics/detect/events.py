@@ -46,6 +46,14 @@ class Cluster:
     def count(self, kind: str) -> int:
         return sum(1 for e in self.events if e.kind == kind)
 
+    def unexplained_nonfinite(self) -> bool:
+        """A non-finite loss, or a non-finite gradient no loss-scale halving explains: never
+        start-up noise, wherever it is."""
+        return bool(
+            self.count("nonfinite_loss")
+            or (self.count("nonfinite_grad") and not self.count("scale_halving"))
+        )
+
     def stands_alone(self, cfg: DetectConfig) -> bool:
         """Serious enough to be an incident without a loss spike."""
         unexplained_grad = self.count("nonfinite_grad") and not self.count("scale_halving")

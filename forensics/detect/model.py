@@ -128,3 +128,4 @@ class Detection:
     missing_metrics: list[str]
     last_step: int
     notes: list[str] = field(default_factory=list)
+    coverage: Any = None  # coverage.Coverage: what the screen did not look at

@@ -99,10 +99,26 @@ def robust_sigma(x: np.ndarray, resid: np.ndarray, window: int) -> np.ndarray:
     sig_r = block_mad(resid, window) * MAD_TO_SIGMA
     sig = np.fmax(sig_d, sig_r / 3)
     finite = sig[np.isfinite(sig)]
-    typical = float(np.median(finite)) if len(finite) else 0.01
+    typical = float(np.median(finite)) if len(finite) else _whole_series_sigma(x)
     floor = max(0.5 * typical, 1e-4)
     sig = np.where(np.isfinite(sig), sig, typical)
     return np.maximum(sig, floor)
+
+
+def _whole_series_sigma(x: np.ndarray) -> float:
+    """Noise scale of a series too short for a trailing estimate (an excerpt of a few dozen
+    points): the MAD of all its first differences, which one spike barely moves."""
+    d = np.diff(x[np.isfinite(x)])
+    if len(d) < 3:
+        return 0.01
+    mad = float(np.median(np.abs(d - np.median(d)))) * MAD_TO_SIGMA / np.sqrt(2)
+    return mad if mad > 0 else 0.01
+
+
+def history_points(n: int, cfg: DetectConfig) -> int:
+    """Points of history the screen needs before it screens: `burn_in_points`, shrunk for
+    a short log to a quarter of it (at least `short_history_points`)."""
+    return min(cfg.burn_in_points, max(cfg.short_history_points, n // 4))
 
 
 def burn_in_index(x: np.ndarray, trend: np.ndarray, cfg: DetectConfig) -> int:
@@ -115,10 +131,12 @@ def burn_in_index(x: np.ndarray, trend: np.ndarray, cfg: DetectConfig) -> int:
     # the trend is not where the descent ends)
     held = pl.Series(x).rolling_median(101, min_samples=1, center=True).to_numpy()
     lowest = float(np.nanmin(held)) if len(held) else x0
+    if x0 - lowest < cfg.rise_min:  # no initial descent to wait for (an excerpt, a fine-tune)
+        return min(n, history_points(n, cfg))
     target = x0 - cfg.burn_in_descent * max(0.0, x0 - lowest)
     below = np.flatnonzero(np.isfinite(trend) & (trend <= target))
     first = int(below[0]) if len(below) else n
-    return min(n, max(cfg.burn_in_points, first))
+    return min(n, max(history_points(n, cfg), first))
 
 
 def level_shift(x: np.ndarray, trend: np.ndarray, cfg: DetectConfig) -> np.ndarray:

@@ -8,7 +8,7 @@ that source stored before, which makes ingest idempotent.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,13 +20,10 @@ from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest import batches, checkpoints, config
 from forensics.ingest.base import Reader, ReadResult, detect_format, get_reader, sniff_format
+from forensics.ingest.discover import RunGroup, Source, group, run_name_for, walk
+from forensics.ingest.readers import mlflow, tensorboard
 from forensics.store import Store
 from forensics.store.blocks import MetricBlock, value_column
-
-# File names too generic to name a run: the run takes its folder's name instead.
-_GENERIC_STEMS = {"metrics", "log", "main", "train", "trainer_state", "events", "history", "stdout"}
-_SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", "plots", "figures"}
-_MAX_DEPTH = 4
 
 Progress = Callable[[str], None]
 
@@ -44,35 +41,23 @@ class SourceSummary:
 class RunSummary:
     run: str
     sources: list[SourceSummary] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # discovery: skipped files, resumed runs
 
     @property
     def metric_rows(self) -> int:
         return sum(s.rows for s in self.sources if s.kind == "metrics")
 
 
-def run_name_for(path: Path) -> str:
-    path = path.resolve()
-    if path.is_dir():
-        return path.name
-    stem = path.name.split(".")[0] if path.name.startswith("events.out") else path.stem
-    return (
-        path.parent.name
-        if stem.lower() in _GENERIC_STEMS or path.name.startswith("events.out")
-        else stem
-    )
-
-
-def _walk(root: Path, depth: int = 0) -> Iterable[Path]:
-    for child in sorted(root.iterdir()):
-        if child.name.startswith(".") or child.name in _SKIP_DIRS:
-            continue
-        if child.is_dir():
-            if checkpoints.is_checkpoint(child) or sniff_format(child) is not None:
-                yield child  # a safetensors folder or an MLflow tree is one source
-            elif depth < _MAX_DEPTH:
-                yield from _walk(child, depth + 1)
-        else:
-            yield child
+def _is_source_dir(path: Path) -> bool:
+    """A folder read as one source: a checkpoint, an MLflow run folder, a TensorBoard log
+    dir of one run. An MLflow experiment or `mlruns` root, and a log dir with one
+    subfolder per run, are walked instead, so that each of their runs is a run."""
+    if checkpoints.is_checkpoint(path) or mlflow.is_run_dir(path):
+        return True
+    reader = sniff_format(path)
+    if reader is None or reader.name == "mlflow":
+        return False
+    return not (reader.name == "tensorboard" and tensorboard.several_runs(path))
 
 
 def classify(path: Path, forced: Reader | None = None) -> tuple[str, Reader | None]:
@@ -209,48 +194,61 @@ def ingest(
     aliases: str | None = None,
     progress: Progress | None = None,
 ) -> list[RunSummary]:
-    """Ingest each path as a run (all of them as one run when `run` is given)."""
+    """Ingest the runs found under `paths` (discover.py decides which files belong together
+    and names each run; all of them are one run when `run` is given)."""
     forced = get_reader(fmt) if fmt else None
-    groups: dict[str, list[Path]] = {}
+    groups: dict[str, RunGroup] = {}
     for p in paths:
         if not p.exists():
             raise InputError(p, "no such file or folder")
-        groups.setdefault(run or run_name_for(p), []).append(p)
-    return [_ingest_run(store, name, ps, forced, aliases, progress) for name, ps in groups.items()]
+        for g in _discover(p, forced, split=run is None):
+            name = run or g.name
+            if name in groups:
+                groups[name].sources += g.sources
+                groups[name].notes += g.notes
+            else:
+                groups[name] = RunGroup(name, list(g.sources), list(g.notes))
+    return [_ingest_run(store, name, g, forced, aliases, progress) for name, g in groups.items()]
 
 
-def _sources(paths: list[Path], forced: Reader | None) -> list[tuple[Path, str, Reader | None]]:
-    found: list[tuple[Path, str, Reader | None]] = []
-    for p in paths:
-        if p.is_file() or (p.is_dir() and (checkpoints.is_checkpoint(p) or sniff_format(p))):
-            kind, reader = classify(p, forced)
-            if kind == "unknown":
-                detect_format(p)  # raises UnknownFormatError listing what was tried
-            found.append((p, kind, reader))
-            continue
-        for f in _walk(p):
-            kind, reader = classify(f, None)
-            if kind != "unknown":
-                found.append((f, kind, reader))
-    if not any(k == "metrics" for _, k, _ in found):
-        raise InputError(
-            paths[0], "no metric log found", expected="a training log in a known format"
-        )
-    # Configs first so that later sources can merge into the run's config.
+def _discover(path: Path, forced: Reader | None, *, split: bool) -> list[RunGroup]:
+    """The runs under one path given by the user (a file is one run)."""
+    if path.is_file() or (path.is_dir() and _is_source_dir(path)):
+        kind, reader = classify(path, forced)
+        if kind == "unknown":
+            detect_format(path)  # raises UnknownFormatError listing what was tried
+        return [RunGroup(run_name_for(path), [Source(path, kind, reader)])]
+    walked = walk(path, _is_source_dir)
+    found = []
+    for f in walked.found:
+        kind, reader = classify(f, None)
+        if kind != "unknown":
+            found.append(Source(f, kind, reader))
+    if not any(s.kind == "metrics" for s in found):
+        raise InputError(path, "no metric log found", expected="a training log in a known format")
+    if not split:
+        return [RunGroup(run_name_for(path), found, walked.warnings)]
+    return group(path, found, walked.warnings)
+
+
+def _sources(run: RunGroup) -> list[tuple[Path, str, Reader | None]]:
+    """A run's sources, configs first so that later sources can merge into its config."""
     order = {"config": 0, "metrics": 1}
+    found = [(s.path, s.kind, s.reader) for s in run.sources]
     return sorted(found, key=lambda t: order.get(t[1], 2))
 
 
 def _ingest_run(
     store: Store,
     name: str,
-    paths: list[Path],
+    run: RunGroup,
     forced: Reader | None,
     aliases: str | None,
     progress: Progress | None,
 ) -> RunSummary:
-    summary = RunSummary(name)
-    found = _sources(paths, forced)
+    summary = RunSummary(name, notes=list(run.notes))
+    found = _sources(run)
+    paths = run.paths
     first_metrics = next((r for _, k, r in found if k == "metrics"), None)
     # Metric logs are read before the transaction opens: a reader may stage a big log on
     # the store's connection, and a statement failing inside a transaction would abort it.
@@ -262,6 +260,8 @@ def _ingest_run(
                 if progress:
                     progress(f"{name}: {path.name} ({kind})")
                 read[i] = _read_metrics(store, path, reader)
+        if read and run.notes:  # what discovery found is said where the run's sources are
+            read[min(read)].warnings.extend(run.notes)
         with store.transaction():
             store.upsert_run(
                 name, str(paths[0].resolve()), first_metrics.name if first_metrics else "", {}

@@ -72,12 +72,19 @@ def test_nanogpt_eval_lines_do_not_mix_into_training_loss() -> None:
     assert alias_table().canonical("eval_train_loss") != "loss"
 
 
-def test_litgpt_keeps_last_micro_iteration_per_optimizer_step() -> None:
+def test_litgpt_micro_iterations_keep_the_blow_up_inside_a_step() -> None:
     res = read("litgpt.log")
-    assert series(res, "loss") == {143: 1.7125, 144: 11.2871}
+    # loss is each optimizer step's mean, loss/max its worst micro-iteration
+    assert series(res, "loss")[143] == pytest.approx((1.6932 + 1.7125) / 2)
+    assert series(res, "loss")[144] == pytest.approx((1.7019 + 11.4630 + 11.2871) / 3)
+    assert series(res, "loss/max") == {143: 1.7125, 144: 11.4630}
+    # every micro-iteration's loss stays, by its position in the step
+    assert series(res, "loss/micro/0") == {143: 1.6932, 144: 1.7019}
+    assert series(res, "loss/micro/1") == {143: 1.7125, 144: 11.4630}
+    assert series(res, "loss/micro/2") == {144: 11.2871}
     assert series(res, "iter") == {143: 1150.0, 144: 1153.0}
     assert series(res, "iter_time_ms")[144] == pytest.approx(1054.70)
-    assert any("micro-iterations" in w and "kept the last" in w for w in res.warnings)
+    assert any("micro-iteration" in w and "loss/max" in w for w in res.warnings)
 
 
 def test_nan_and_inf_are_kept_as_floats() -> None:

@@ -62,6 +62,7 @@ _US_TS = r"(\d{2})/(\d{2})/(\d{4}) (\d{2}:\d{2}:\d{2})"
 
 def looks_like_text_log(path: Path, head: str) -> bool:
     """Cheap gate before any regex: a file, text (no NUL), not a document or data format."""
+    head = head.lstrip("\ufeff")
     if not head or path.is_dir() or "\x00" in head:
         return False
     return path.suffix.lower() not in NOT_LOG_SUFFIXES
@@ -69,7 +70,7 @@ def looks_like_text_log(path: Path, head: str) -> bool:
 
 def head_lines(head: str) -> list[str]:
     """The complete lines of a sniff head (a head cut at 64 KiB ends mid-line)."""
-    lines = head.splitlines()
+    lines = head.removeprefix("\ufeff").splitlines()
     if len(head.encode("utf-8", errors="replace")) >= HEAD_BYTES and lines:
         lines.pop()
     return lines
@@ -109,7 +110,9 @@ def read_text(path: Path) -> str:
         raise InputError(path, f"cannot read the file: {exc.strerror or exc}") from exc
     if b"\x00" in data[:HEAD_BYTES]:
         raise InputError(path, "binary content, not a text log", expected="a plain-text log")
-    return data.decode("utf-8", errors="replace")
+    # A byte-order mark (Windows editors, PowerShell's Tee-Object) would glue itself to the
+    # first line and hide its record (llm.c's step 0) from every line pattern.
+    return data.decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
 def line_frame(text: str) -> pl.DataFrame:

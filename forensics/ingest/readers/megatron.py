@@ -40,7 +40,8 @@ _VAL = (
 )
 _OVERFLOW = r"(?i:overflow!.*skipping step)"
 _SNIFF = re.compile(
-    r"\biteration:?\s+\d+\s*/\s*\d+\s*\|[^|\n]*:|-{8,} arguments -{8,}|"
+    r"\biteration:?\s+\d+\s*/\s*\d+\s*\|[^|\n]*(?::|\b(?:lm loss|learning rate)\s)|"
+    r"-{8,} arguments -{8,}|"
     r"(?:validation|valid) loss at iteration\s+\d+[^|\n]*\|\s*[^|\n]*:"
 )
 _RECORD_START = re.compile(rf"{_SNIFF.pattern}|{_OVERFLOW}|^\s*\[")
@@ -188,9 +189,17 @@ def _split_open(records: pl.DataFrame, cut_line: int | None, warnings: list[str]
     return pl.concat([records.filter(~is_open), fixed]).sort("line")
 
 
+# 2019-era Megatron prints some fields without a colon: `lm loss 6.758929E+00`,
+# `learning rate 9.773E-06`, `lm loss NAN`, `loss scale 64.0`.
+_BARE_FIELD = rf"^\s*(?P<k>[A-Za-z][^:]*?[A-Za-z)])\s+(?P<v>{NUMBER})\s*$"
+
+
 def _fields(records: pl.DataFrame) -> pl.DataFrame:
-    """One row per `key: value` field: line, kind, qual, step, wall_time, raw_name, raw."""
+    """One row per `key: value` (or colon-less `key value`) field: line, kind, qual, step,
+    wall_time, raw_name, raw."""
     kv = pl.col("rest").str.split_exact(":", 1)
+    bare = pl.col("rest").str.extract_groups(_BARE_FIELD)
+    has_colon = pl.col("rest").str.contains(":", literal=True)
     fields = (
         records.with_columns(pl.col("rest").str.split("|"))
         .explode("rest")
@@ -200,8 +209,16 @@ def _fields(records: pl.DataFrame) -> pl.DataFrame:
             "qual",
             "step",
             "wall_time",
-            kv.struct.field("field_0").str.strip_chars().alias("raw_name"),
-            kv.struct.field("field_1").str.strip_chars().alias("raw"),
+            pl.when(has_colon)
+            .then(kv.struct.field("field_0"))
+            .otherwise(bare.struct.field("k"))
+            .str.strip_chars()
+            .alias("raw_name"),
+            pl.when(has_colon)
+            .then(kv.struct.field("field_1"))
+            .otherwise(bare.struct.field("v"))
+            .str.strip_chars()
+            .alias("raw"),
         )
         .filter(pl.col("raw").is_not_null() & (pl.col("raw_name").str.len_bytes() > 0))
     )

@@ -66,7 +66,9 @@ class TensorBoardReader(Reader):
     def sniff(self, path: Path, head: str) -> bool:
         if path.is_dir():
             return bool(event_files(path, strict=True))
-        return path.name.startswith(EVENT_PREFIX)
+        # a copied or renamed event file keeps the marker inside its name, and every event
+        # file starts with the `brain.Event:N` file-version record
+        return EVENT_PREFIX in path.name or "brain.Event:" in head[:64]
 
     def read(self, path: Path) -> ReadResult:
         files = event_files(path, strict=False) if path.is_dir() else [path]
@@ -75,11 +77,55 @@ class TensorBoardReader(Reader):
         parts = [read_event_file(f) for f in files]
         frames = [p.metrics for p in parts if p.metrics.height]
         events = [p.events for p in parts if p.events.height]
+        warnings = [w for p in parts for w in p.warnings]
+        metrics = pl.concat(frames) if frames else pl.DataFrame(schema=METRIC_SCHEMA)
         return ReadResult(
-            metrics=pl.concat(frames) if frames else pl.DataFrame(schema=METRIC_SCHEMA),
-            warnings=[w for p in parts for w in p.warnings],
+            metrics=megatron_tags(metrics, warnings),
+            warnings=warnings,
             events=pl.concat(events) if events else pl.DataFrame(schema=EVENT_SCHEMA),
         )
+
+
+# Megatron(-DeepSpeed) writes each scalar as `<group>/<name>` and again against samples and
+# tokens consumed (`<group>/<name> vs samples`): the step of those is not an iteration.
+_OFF_AXIS = r"(?: vs (?:samples|tokens)$|^steps-vs-(?:samples|tokens)/y=steps,)"
+_MEGATRON_TAGS = {
+    "lm-loss-training/lm loss": "lm loss",
+    "lm-loss-validation/lm loss validation": "lm loss value",
+    "lm-loss-validation/lm loss validation ppl": "lm loss PPL",
+    "lm-loss-validation/lm loss test": "test lm loss value",
+    "lm-loss-validation/lm loss test ppl": "test lm loss PPL",
+    "steps-vs-samples/y=samples,x=steps": "consumed samples",
+    "steps-vs-tokens/y=tokens,x=steps": "consumed tokens",
+}
+
+
+def megatron_tags(metrics: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Drop series whose step axis is samples or tokens (saying so), and give Megatron's
+    `<group>/<name>` tags the names its text log prints (`lm-loss-training/lm loss` ->
+    `lm loss`, `grad-norm/grad-norm` -> `grad-norm`), which the alias table knows."""
+    off = metrics.filter(pl.col("raw_name").str.contains(_OFF_AXIS))
+    if off.height:
+        tags = sorted(off["raw_name"].unique().to_list())
+        shown = ", ".join(tags[:4]) + (f" and {len(tags) - 4} more" if len(tags) > 4 else "")
+        warnings.append(
+            f"{len(tags)} series logged against samples or tokens consumed, not iterations, "
+            f"were left out ({off.height} values: {shown}); the same scalars per iteration are kept"
+        )
+        metrics = metrics.filter(~pl.col("raw_name").str.contains(_OFF_AXIS))
+    names = metrics["raw_name"].unique().to_list()
+    rename = {n: _megatron_name(n) for n in names}
+    rename = {k: v for k, v in rename.items() if v != k}
+    if rename:
+        metrics = metrics.with_columns(pl.col("raw_name").replace(rename))
+    return metrics
+
+
+def _megatron_name(tag: str) -> str:
+    if tag in _MEGATRON_TAGS:
+        return _MEGATRON_TAGS[tag]
+    group, _, name = tag.partition("/")
+    return name if name and group == name.replace(" ", "-").replace("_", "-") else tag
 
 
 def event_files(folder: Path, *, strict: bool) -> list[Path]:
@@ -103,6 +149,21 @@ def event_files(folder: Path, *, strict: bool) -> list[Path]:
             elif strict and not entry.name.endswith(".pbtxt"):
                 return []
     return sorted(found, key=_writer_order)
+
+
+def several_runs(folder: Path) -> bool:
+    """Does a TensorBoard log dir hold one run per subfolder (`logdir/run1/`, `logdir/run2/`)?
+
+    Event files directly in the folder make it one run (its subfolders are then
+    `add_scalars` series or splits); otherwise each first-level subfolder that is not a
+    split name (`train/`, `eval/`...) is a run of its own."""
+    keys = set()
+    for f in event_files(folder, strict=False):
+        rel = f.parent.relative_to(folder).parts
+        if not rel:
+            return False
+        keys.add("" if rel[0].lower() in SPLIT_NAMES else rel[0])
+    return len(keys - {""}) >= 2
 
 
 def _writer_order(path: Path) -> tuple[int, str]:

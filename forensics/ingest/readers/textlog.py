@@ -55,7 +55,7 @@ class LinePattern:
     metrics: tuple[str, ...]
     description: str = ""
     example: str = ""
-    per_step: str = "all"  # "all" | "last" (several lines per optimizer step)
+    per_step: str = "all"  # "all" | "last" | "micro" (several lines per optimizer step)
     source: str = SHIPPED
 
 
@@ -111,12 +111,12 @@ def _pattern(item: Any, index: int, source: str) -> LinePattern:
     _check_groups(groups, source, f"{where}.regex")
     _check_compiles(regex, source, f"{where}.regex")
     per_step = str(item.get("per_step", "all"))
-    if per_step not in ("all", "last"):
+    if per_step not in ("all", "last", "micro"):
         raise InputError(
             source,
             f"unknown value {per_step!r}",
             field=f"{where}.per_step",
-            expected="'all' or 'last'",
+            expected="'all', 'last' or 'micro'",
         )
     metrics = tuple(g for g in groups if g != "step")
     return LinePattern(
@@ -211,6 +211,53 @@ def _last_per_step(long: pl.DataFrame, pat: LinePattern, warnings: list[str]) ->
     return kept
 
 
+def _micro_per_step(long: pl.DataFrame, pat: LinePattern, warnings: list[str]) -> pl.DataFrame:
+    """Logs that print every micro-iteration (litgpt): keep each micro-iteration's value in
+    a metric of its own (`loss/micro/0`, `loss/micro/1`, ... by position in the step), and
+    per step the mean (`loss`, what the optimizer step averaged) and the max (`loss/max`),
+    so that a blow-up inside one step is not hidden by the step's other micro-batches.
+    Other metrics keep the step's last line, as printed."""
+    lines_per_step = long.select("line", "step").unique().group_by("step").len()
+    if lines_per_step.height == 0 or int(lines_per_step["len"].max()) <= 1:  # type: ignore[arg-type]
+        return long
+    loss = long.filter(pl.col("raw_name") == "loss").with_columns(
+        pl.col("line").rank("ordinal").over("step").cast(pl.Int64).sub(1).alias("k")
+    )
+    rest = long.filter(pl.col("raw_name") != "loss").unique(
+        subset=["step", "raw_name"], keep="last", maintain_order=True
+    )
+    per_step = loss.group_by("step", maintain_order=True).agg(
+        pl.col("line").last(),
+        pl.col("value").mean().alias("mean"),
+        pl.col("value").nan_max().alias("max"),
+    )
+    agg = per_step.unpivot(index=["line", "step"], on=["mean", "max"], variable_name="which")
+    agg = agg.select(
+        "line",
+        "step",
+        pl.when(pl.col("which") == "mean")
+        .then(pl.lit("loss"))
+        .otherwise(pl.lit("loss/max"))
+        .alias("raw_name"),
+        "value",
+        pl.col("value").cast(pl.Utf8).alias("raw"),
+    )
+    micro = loss.select(
+        "line",
+        "step",
+        (pl.lit("loss/micro/") + pl.col("k").cast(pl.Utf8)).alias("raw_name"),
+        "value",
+        "raw",
+    )
+    most = int(lines_per_step["len"].max())  # type: ignore[arg-type]
+    warnings.append(
+        f"{pat.name}: {loss.height} micro-iteration lines for {per_step.height} optimizer steps "
+        f"(up to {most} per step): `loss` is each step's mean, `loss/max` its largest "
+        "micro-iteration loss, and every micro-iteration's loss is kept as `loss/micro/<k>`"
+    )
+    return pl.concat([rest, agg, micro]).sort(["line", "raw_name"])
+
+
 def parse_lines(
     lines: pl.DataFrame, patterns: list[LinePattern], path: Path, warnings: list[str]
 ) -> pl.DataFrame:
@@ -227,7 +274,11 @@ def parse_lines(
             continue
         remaining = remaining.filter(~pl.col("line").is_in(hits["line"].implode()))
         long = _long(hits, pat, path)
-        parts.append(_last_per_step(long, pat, warnings) if pat.per_step == "last" else long)
+        if pat.per_step == "last":
+            long = _last_per_step(long, pat, warnings)
+        elif pat.per_step == "micro":
+            long = _micro_per_step(long, pat, warnings)
+        parts.append(long)
     if not parts:
         return pl.DataFrame(
             schema={
@@ -296,7 +347,38 @@ class TextLogReader(Reader):
             )
         rows = _drop_cut_tail(text, lines, rows, warnings)
         metrics = rows.select("step", "raw_name", "value")  # no timestamps in these styles
+        extra = _unclaimed_loss_lines(lines, rows, warnings)
+        if extra.height:
+            metrics = pl.concat([rows.select("line", "step", "raw_name", "value"), extra])
+            metrics = metrics.sort("line", maintain_order=True).drop("line")
         return ReadResult(metrics=metrics, warnings=warnings)
+
+
+def _unclaimed_loss_lines(
+    lines: pl.DataFrame, rows: pl.DataFrame, warnings: list[str]
+) -> pl.DataFrame:
+    """Losses on lines no named pattern claimed, read by the generic reader (a log whose
+    newer lines changed style: parameter-golf's `1/20000 train_loss: 8.32` beside
+    modded-nanogpt's `step:0/20000 val_loss:...`). Only templates with a loss are taken,
+    and only metrics the named patterns did not already give."""
+    from forensics.ingest.readers import generic
+
+    rest = lines.filter(~pl.col("line").is_in(rows["line"].implode()))
+    found_rows, found, _ = generic.extract(rest, [], with_time=False)
+    if found_rows.height == 0:
+        return found_rows.select("line", "step", "raw_name", "value")
+    known = set(rows["raw_name"].unique().to_list())
+    lossy = {n for t in found.values() for n in t.names.values() if "loss" in n.lower()}
+    templates = [t for t in found.values() if set(t.names.values()) & lossy]
+    names = {n for t in templates for n in t.names.values()} - known
+    extra = found_rows.filter(pl.col("raw_name").is_in(list(names)))
+    if extra.height:
+        shown = "; ".join(f"'{t.shown()[:100]}'" for t in templates[:3])
+        warnings.append(
+            f"{extra['line'].n_unique()} lines no named pattern knows were read by the "
+            f"generic reader ({', '.join(sorted(names))}) from lines like {shown}"
+        )
+    return extra.select("line", "step", "raw_name", "value")
 
 
 def _any_match(lines: list[str], patterns: list[LinePattern]) -> bool:

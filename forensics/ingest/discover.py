@@ -1,0 +1,318 @@
+"""Run discovery: which files under a folder belong together, and what each run is called.
+
+A folder handed to `forensics analyze` may hold one run (a log, its config, checkpoints), or
+many (eleven speedrun logs, six Megatron golden-value files, a TensorBoard log dir with one
+subfolder per run). Merging them silently would put several runs' steps on one axis and hide
+their spikes, so discovery decides:
+
+* The walk reads every real file once: links are followed only when they stay inside the
+  folder given, a link loop is reported and cut, and anything that is not a regular file
+  (a FIFO, a device, a socket) is skipped with a warning instead of blocking a read.
+* Metric sources written by different writers (a text log and a TensorBoard folder, a
+  `trainer_state.json` and a JSONL) are one run: the same run logged twice. Sources of the
+  *same* format whose step ranges overlap are different runs, unless one clearly continues
+  the other (it starts after the other started, no later than the other's last step, and
+  goes further: a resumed run); such a chain is one run, and a note says so.
+* Configs, checkpoints and batch manifests belong to every run whose metric sources sit in
+  their folder or below it. A `forensics/` subfolder (our live-run recorder) is part of its
+  parent folder's run.
+
+Step ranges are only needed where one folder holds several sources of one format; they are
+read with the format's reader (the ingest reads them again when it stores them).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+from forensics.canon import alias_table
+from forensics.ingest.base import Reader
+
+# File names too generic to name a run: the run takes its folder's name instead.
+GENERIC_STEMS = {"metrics", "log", "main", "train", "trainer_state", "events", "history", "stdout"}
+RECORDER_DIR = "forensics"  # written by our live-run recorder inside a run folder
+SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", "plots", "figures"}
+MAX_DEPTH = 4
+
+Classify = Callable[[Path], tuple[str, "Reader | None"]]
+IsSourceDir = Callable[[Path], bool]
+
+
+@dataclass
+class Source:
+    path: Path
+    kind: str  # metrics | config | checkpoint | manifest | token_shard | token_counts
+    reader: Reader | None
+
+
+@dataclass
+class RunGroup:
+    """One run: its name, its sources, and what discovery has to say about it."""
+
+    name: str
+    sources: list[Source]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [s.path for s in self.sources]
+
+
+@dataclass
+class Walk:
+    found: list[Path] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def run_name_for(path: Path) -> str:
+    """A run's name from its folder or log file (generic file names take the folder's)."""
+    path = Path(os.path.abspath(path))
+    if path.is_dir():
+        return _folder_name(path)
+    stem = path.name.split(".")[0] if path.name.startswith("events.out") else path.stem
+    if stem.lower() in GENERIC_STEMS or path.name.startswith("events.out"):
+        return _folder_name(path.parent)
+    return stem
+
+
+def _folder_name(folder: Path) -> str:
+    if folder.name == RECORDER_DIR and folder.parent.name:
+        return folder.parent.name
+    return folder.name
+
+
+def walk(root: Path, is_source_dir: IsSourceDir) -> Walk:
+    """Every candidate source under `root`, each real file once (see the module docstring)."""
+    out = Walk()
+    top = root.resolve()
+    seen_dirs: set[Path] = set()
+    seen_files: set[Path] = set()
+
+    def visit(folder: Path, depth: int) -> None:
+        real = folder.resolve()
+        if real in seen_dirs:
+            out.warnings.append(f"{folder}: link loop (already visited as {real}): not entered")
+            return
+        seen_dirs.add(real)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            out.warnings.append(f"{folder}: cannot list the folder ({exc.strerror or exc})")
+            return
+        for entry in entries:
+            if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+                continue
+            _visit_entry(Path(entry.path), entry.is_symlink(), depth)
+
+    def _visit_entry(path: Path, is_link: bool, depth: int) -> None:
+        try:
+            real = path.resolve(strict=True)
+            mode = os.stat(path).st_mode
+        except (OSError, RuntimeError):
+            what = "a link loop" if is_link else "unreadable"
+            out.warnings.append(f"{path}: {what} (or a broken link): skipped")
+            return
+        if is_link and not real.is_relative_to(top):
+            out.warnings.append(f"{path}: a link to {real}, outside {top}: not followed")
+            return
+        if stat.S_ISDIR(mode):
+            if real in seen_dirs:
+                out.warnings.append(f"{path}: link loop (already visited as {real}): not entered")
+            elif is_source_dir(path):
+                seen_dirs.add(real)
+                out.found.append(path)
+            elif depth < MAX_DEPTH:
+                visit(path, depth + 1)
+        elif stat.S_ISREG(mode):
+            if real in seen_files:
+                return  # a second link to a file already read
+            seen_files.add(real)
+            out.found.append(path)
+        else:
+            out.warnings.append(f"{path}: not a regular file (a FIFO, device or socket): skipped")
+
+    visit(root, 0)
+    return out
+
+
+def group(
+    root: Path, sources: list[Source], notes: list[str], step_range: StepRange | None = None
+) -> list[RunGroup]:
+    """Split the sources found under `root` into runs (see the module docstring)."""
+    deleted = [s for s in sources if _mlflow_meta(s.path).get("lifecycle_stage") == "deleted"]
+    sources = [s for s in sources if s not in deleted]
+    notes = notes + [f"{s.path}: a deleted MLflow run: skipped" for s in deleted]
+    metrics = [s for s in sources if s.kind == "metrics"]
+    others = [s for s in sources if s.kind != "metrics"]
+    chains = _split_metrics(metrics, step_range or read_step_range)
+    if len(chains) <= 1:
+        run = RunGroup(run_name_for(root), sources, list(notes))
+        run.notes += [n for chain in chains for n in chain.notes]
+        return [run]
+    runs: list[RunGroup] = []
+    for chain in chains:
+        homes = {_home(s.path) for s in chain.sources}
+        attached = [o for o in others if any(_within(h, _home(o.path)) for h in homes)]
+        runs.append(RunGroup(_chain_name(chain, root), attached + chain.sources, chain.notes))
+    _unique_names(runs)
+    if notes and runs:
+        runs[0].notes += notes
+    return runs
+
+
+@dataclass
+class _Chain:
+    sources: list[Source]
+    lo: int | None
+    hi: int | None
+    notes: list[str] = field(default_factory=list)
+
+
+StepRange = Callable[[Source], tuple[int, int] | None]
+
+
+def read_step_range(src: Source) -> tuple[int, int] | None:
+    """First and last step of a metric source's training loss (else of any metric)."""
+    assert src.reader is not None
+    try:
+        result = src.reader.read(src.path)
+    except Exception:  # noqa: BLE001 - the ingest reads it again and reports the error
+        return None
+    try:
+        long = result.metrics
+        if long.height == 0:
+            return None
+        table = alias_table()
+        names = long["raw_name"].unique().to_list()
+        loss = [n for n in names if table.canonical(n) == "loss"]
+        if loss:
+            long = long.filter(pl.col("raw_name").is_in(loss))
+        if "value" in long.columns:  # Megatron golden values: "nan" = no data
+            finite = long.filter(pl.col("value").is_not_nan())
+            long = finite if finite.height else long
+        lo, hi = long["step"].min(), long["step"].max()
+        return (int(lo), int(hi)) if lo is not None and hi is not None else None  # type: ignore[arg-type]
+    finally:
+        result.release()
+
+
+def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]:
+    """Chains of same-format sources that continue each other; formats side by side."""
+    by_format: dict[str, list[Source]] = {}
+    for s in metrics:
+        by_format.setdefault(s.reader.name if s.reader else "", []).append(s)
+    if len(metrics) <= 1:
+        return [_Chain(metrics, None, None)] if metrics else []
+    chains_per_format: dict[str, list[_Chain]] = {}
+    for fmt, group_ in by_format.items():
+        ranged = [(s, step_range(s)) for s in group_]
+        ranged.sort(key=lambda t: (t[1] or (0, 0), str(t[0].path)))
+        chains: list[_Chain] = []
+        for src, rng in ranged:
+            lo, hi = rng if rng else (None, None)
+            target = _continued(chains, lo, hi)
+            if target is None:
+                chains.append(_Chain([src], lo, hi))
+                continue
+            target.notes.append(
+                f"{src.path.name} continues {target.sources[-1].path.name} from step {lo} "
+                f"(steps {target.lo}-{target.hi} then {lo}-{hi}): read as one resumed run"
+            )
+            target.sources.append(src)
+            target.hi = hi
+        chains_per_format[fmt] = chains
+    # Another writer of the same run logs the same steps: a chain of another format joins
+    # the chain of the main format whose steps it overlaps, in the same run folder;
+    # otherwise it is a run of its own.
+    main = max(chains_per_format.values(), key=len)
+    out = list(main)
+    for chains in chains_per_format.values():
+        if chains is main:
+            continue
+        for chain in chains:
+            home = _home(chain.sources[0].path)
+            target = next(
+                (c for c in main if _home(c.sources[0].path) == home and _overlap(c, chain)),
+                None,
+            )
+            if target is not None:
+                target.sources += chain.sources
+            else:
+                out.append(chain)
+    return out
+
+
+def _overlap(a: _Chain, b: _Chain) -> bool:
+    """Do two chains log common steps (unknown ranges count as overlapping)?"""
+    if a.lo is None or a.hi is None or b.lo is None or b.hi is None:
+        return True
+    return max(a.lo, b.lo) <= min(a.hi, b.hi)
+
+
+def _continued(chains: list[_Chain], lo: int | None, hi: int | None) -> _Chain | None:
+    """The chain that a source with steps lo..hi resumes, if one clearly does."""
+    if lo is None or hi is None:
+        return None
+    for chain in chains:
+        if chain.lo is None or chain.hi is None:
+            continue
+        # a resume restarts from a late checkpoint: it starts in the second half of what
+        # came before (a run from scratch starts where the other started: a second run)
+        late = chain.lo + max(1, (chain.hi - chain.lo) // 2)
+        if late <= lo <= chain.hi + 1 and hi > chain.hi:
+            return chain
+    return None
+
+
+def _home(path: Path) -> Path:
+    """The folder a source speaks for (a `forensics/` recorder folder speaks for its parent)."""
+    folder = path.parent
+    if folder.name == RECORDER_DIR:
+        folder = folder.parent
+    return folder
+
+
+def _within(inner: Path, outer: Path) -> bool:
+    return inner == outer or outer in inner.parents
+
+
+def _mlflow_meta(folder: Path) -> dict[str, object]:
+    """An MLflow run folder's meta.yaml ({} for anything else)."""
+    meta = folder / "meta.yaml"
+    if not (folder.is_dir() and meta.is_file() and (folder / "metrics").is_dir()):
+        return {}
+    try:
+        data = yaml.safe_load(meta.read_text(encoding="utf-8", errors="replace"))
+    except yaml.YAMLError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _chain_name(chain: _Chain, root: Path) -> str:
+    first = chain.sources[0].path
+    mlflow_name = _mlflow_meta(first).get("run_name")
+    if mlflow_name:
+        return str(mlflow_name)
+    name = run_name_for(first)
+    return name if name != root.name or first.parent != root else first.stem
+
+
+def _unique_names(runs: list[RunGroup]) -> None:
+    """Two runs named alike (two `log.txt` in sibling folders) get the folder too."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r.name] = counts.get(r.name, 0) + 1
+    seen: dict[str, int] = {}
+    for r in runs:
+        if counts[r.name] > 1:
+            seen[r.name] = seen.get(r.name, 0) + 1
+            first = r.sources[0].path if r.sources else None
+            stem = first.stem if first is not None else ""
+            r.name = f"{r.name}-{stem}" if stem and stem != r.name else f"{r.name}-{seen[r.name]}"

@@ -1,0 +1,181 @@
+"""Run discovery: which files are one run, which are several, and a walk that cannot hang."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from forensics.ingest import ingest
+from forensics.ingest.discover import run_name_for
+from forensics.store import open_store
+
+MEGATRON = "NVIDIA__Megatron-LM"
+MODDED = "KellerJordan__modded-nanogpt"
+
+
+def _runs(db: Path, *paths: Path, run: str | None = None) -> dict[str, list[str]]:
+    with open_store(db) as store:
+        summaries = ingest(store, list(paths), run=run)
+    return {s.run: sorted(Path(src.path).name for src in s.sources) for s in summaries}
+
+
+def _llmc(path: Path, steps: range, loss: float = 3.0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"s:{s} trl:{loss + (s % 7) / 100:.4f}\n" for s in steps))
+    return path
+
+
+def test_megatron_golden_folder_is_six_runs(real_logs: Path, tmp_db: Path) -> None:
+    folder = real_logs / MEGATRON
+    runs = _runs(tmp_db, folder)
+    files = sorted(p.name for p in folder.iterdir())
+    assert len(runs) == len(files) == 6
+    assert sorted(n for names in runs.values() for n in names) == files
+    assert all(len(names) == 1 for names in runs.values())
+    # the resumed half overlaps the full run's steps: a run of its own, not merged
+    assert any(r.endswith("resume_torch_dist__golden_values_lts_dgx_a100_2nd") for r in runs)
+
+
+def test_modded_nanogpt_folder_is_eleven_runs(real_logs: Path, tmp_db: Path) -> None:
+    folder = real_logs / MODDED
+    runs = _runs(tmp_db, folder)
+    assert len(runs) == len(list(folder.iterdir())) == 11
+    with open_store(tmp_db) as store:
+        for run in runs:
+            loss = store.metrics_long(run, ["loss"])
+            assert loss["step"].is_unique().all(), run  # no two runs on one step axis
+
+
+def test_resumed_log_continues_the_first(tmp_path: Path, tmp_db: Path) -> None:
+    _llmc(tmp_path / "run" / "part1.log", range(0, 1000))
+    _llmc(tmp_path / "run" / "part2.log", range(900, 2000))  # restarted from step 900
+    _llmc(tmp_path / "run" / "other.log", range(0, 500), loss=5.0)  # a second run
+    with open_store(tmp_db) as store:
+        summaries = ingest(store, [tmp_path / "run"])
+    by_run = {s.run: s for s in summaries}
+    assert set(by_run) == {"part1", "other"}
+    assert sorted(Path(s.path).name for s in by_run["part1"].sources) == [
+        "part1.log",
+        "part2.log",
+    ]
+    note = " ".join(by_run["part1"].notes)
+    assert "part2.log continues part1.log from step 900" in note
+    with open_store(tmp_db) as store:
+        warnings = store.query("SELECT warnings FROM sources WHERE run_id = 'part1'")
+    assert "continues" in str(warnings.to_dicts())
+
+
+def test_one_run_logged_by_two_writers_stays_one(tmp_path: Path, tmp_db: Path) -> None:
+    run = tmp_path / "myrun"
+    _llmc(run / "main.log", range(0, 300))
+    (run / "metrics.jsonl").write_text(
+        "".join(f'{{"step": {s}, "grad_norm": 0.5}}\n' for s in range(0, 300))
+    )
+    assert _runs(tmp_db, run) == {"myrun": ["main.log", "metrics.jsonl"]}
+
+
+def test_config_and_recorder_folder_belong_to_their_run(tmp_path: Path, tmp_db: Path) -> None:
+    root = tmp_path / "sweep"
+    _llmc(root / "a" / "train.log", range(0, 200))
+    (root / "a" / "config.json").write_text('{"lr": 0.001, "seed": 1}')
+    _llmc(root / "b" / "train.log", range(0, 200), loss=4.0)
+    rec = root / "b" / "forensics"  # our live-run recorder's folder inside run b
+    rec.mkdir(parents=True)
+    (rec / "metrics.jsonl").write_text(
+        "".join(f'{{"step": {s}, "grad_norm": {1 + s % 5 / 10}}}\n' for s in range(0, 200))
+    )
+    runs = _runs(tmp_db, root)
+    assert runs == {"a": ["config.json", "train.log"], "b": ["metrics.jsonl", "train.log"]}
+    assert run_name_for(rec / "metrics.jsonl") == "b"
+
+
+def test_walk_does_not_leave_the_folder_or_loop(tmp_path: Path, tmp_db: Path) -> None:
+    outside = _llmc(tmp_path / "elsewhere" / "secret.log", range(0, 50), loss=9.0)
+    root = tmp_path / "run"
+    _llmc(root / "train.log", range(0, 100))
+    (root / "link_out.log").symlink_to(outside)
+    (root / "dir_out").symlink_to(outside.parent, target_is_directory=True)
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "again.log").symlink_to(root / "train.log")  # the same file twice: read once
+    os.mkfifo(root / "pipe.log")  # reading it would block forever
+    with open_store(tmp_db) as store:
+        (summary,) = ingest(store, [root])
+    assert [Path(s.path).name for s in summary.sources] == ["again.log"] or [
+        Path(s.path).name for s in summary.sources
+    ] == ["train.log"]
+    notes = " ".join(summary.notes)
+    assert "outside" in notes and "not followed" in notes
+    assert "pipe.log: not a regular file" in notes
+    assert "loop" in notes
+
+
+def test_explicit_run_name_keeps_everything_together(real_logs: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    shutil.copytree(real_logs / MEGATRON, folder)
+    runs = _runs(tmp_path / "db.duckdb", folder, run="all")
+    assert list(runs) == ["all"] and len(runs["all"]) == 6
+
+
+def test_missing_path_is_a_clear_error(tmp_path: Path, tmp_db: Path) -> None:
+    with pytest.raises(Exception, match="no such file or folder"):
+        _runs(tmp_db, tmp_path / "nope")
+
+
+def test_files_of_two_writers_with_disjoint_steps_are_two_runs(
+    tmp_path: Path, tmp_db: Path
+) -> None:
+    folder = tmp_path / "pasted"
+    _llmc(folder / "a.log", range(0, 50))
+    (folder / "b.log").write_text(
+        "".join(f"step {s} | loss 2.5 | lr 1e-4\n" for s in range(5000, 5050))
+    )
+    assert _runs(tmp_db, folder) == {"a": ["a.log"], "b": ["b.log"]}
+
+
+def test_mlflow_root_with_two_runs_is_two_runs(tmp_path: Path, tmp_db: Path) -> None:
+    mlruns = Path(__file__).resolve().parents[1] / "fixtures" / "mlflow" / "mlruns"
+    runs = _runs(tmp_db, mlruns)
+    assert sorted(runs) == ["other", "spiky"]
+
+
+def test_tensorboard_log_dir_with_a_folder_per_run(tmp_path: Path, tmp_db: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    logdir = tmp_path / "tb"
+    for name, base in (("run_a", 3.0), ("run_b", 5.0)):
+        for split in ("train", "eval"):
+            writer = SummaryWriter(str(logdir / name / split))
+            for step in range(0, 60):
+                writer.add_scalar("loss", base + step % 3 / 10, step)
+            writer.close()
+    runs = _runs(tmp_db, logdir)
+    assert sorted(runs) == ["run_a", "run_b"]
+    with open_store(tmp_db) as store:
+        loss = store.metrics_long("run_a", ["loss"])
+    assert loss.height == 60 and loss["value"].max() < 4
+
+
+def test_analyze_folder_of_runs_writes_an_index(tmp_path: Path) -> None:
+    from forensics.analyze import AnalyzeOptions, analyze
+
+    folder = tmp_path / "pasted"
+    _llmc(folder / "a.log", range(0, 300))
+    (folder / "b.log").write_text(
+        "".join(
+            f"step {s} | loss {'nan' if s >= 5040 else 2.5 + s % 3 / 100} | lr 1e-4\n"
+            for s in range(5000, 5050)
+        )
+    )
+    out = tmp_path / "out"
+    result = analyze(folder, out, options=AnalyzeOptions(replay=False, report=False))
+    assert sorted(r.run_id for r in result.runs) == ["a", "b"]
+    index = (out / "README.md").read_text()
+    assert "2 runs" in index and "1 of them have incidents" in index
+    row_b = next(line for line in index.splitlines() if line.startswith("| b |"))
+    assert "#1 divergent at step 5040" in row_b
+    row_a = next(line for line in index.splitlines() if line.startswith("| a |"))
+    assert "| none |" in row_a and "not screened for spikes" in row_a  # its start-up
+    assert (out / "a" / "incidents.json").is_file() and (out / "b" / "incidents.json").is_file()
