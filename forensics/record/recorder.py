@@ -43,7 +43,7 @@ FORMAT_VERSION = 1
 # How each per-step tensor is combined across ranks. Replicated values (DDP keeps parameters,
 # gradients and Adam state identical on every rank) are averaged, which leaves them as they
 # are; a sharded model's sums of squares and element counts are summed.
-_MEAN = ("loss", "loss_scale")
+_MEAN = ("loss", "loss_scale", "g_sq_global")
 _NORM_PARTS = ("g_sq", "p_sq", "u_sq", "v_sq", "m_sq", "v_sum", "v_count")
 _MAX = ("v_max", "skipped")
 
@@ -100,6 +100,7 @@ class Recorder:
         self._pending: list[PendingBatch] = []
         self._micro = 0
         self._g_sq: torch.Tensor | None = None
+        self._g_key = "g_sq"  # g_sq_global: a norm the framework reduced across ranks already
         self._before: list[torch.Tensor] | None = None
         self._scale_before: torch.Tensor | None = None
         self._t_last = time.perf_counter()
@@ -155,14 +156,28 @@ class Recorder:
         self._pending.append(pending(self.step + 1, m, batch))
         self._micro = m + 1
 
-    def after_backward(self, model: nn.Module, scaler: Any = None) -> None:
+    def after_backward(
+        self,
+        model: nn.Module,
+        scaler: Any = None,
+        *,
+        grad_norm: torch.Tensor | float | None = None,
+        measure: bool = True,
+    ) -> None:
         """After the step's last backward, before clipping: the pre-clip gradient norm.
 
         Under AMP call it after `scaler.unscale_(optimizer)` so the gradients are true ones.
+        grad_norm: the pre-clip norm when the framework already computed it (it is then
+        used as it is, global across ranks); measure=False: record no gradient norm (the
+        gradients are already clipped).
         """
         if not self._params:
             self.watch(model)
-        self._g_sq = stats.sq_sum(stats.grads_of(self._params))
+        if grad_norm is not None:
+            norm = torch.as_tensor(grad_norm).detach().float().reshape(())
+            self._g_sq, self._g_key = norm * norm, "g_sq_global"
+        elif measure:
+            self._g_sq, self._g_key = stats.sq_sum(stats.grads_of(self._params)), "g_sq"
         self._scale_before = stats.loss_scale_of(scaler)
         if self._stats_due():
             self._before = stats.snapshot(self._params)
@@ -223,7 +238,7 @@ class Recorder:
             t = loss.detach() if isinstance(loss, torch.Tensor) else torch.tensor(float(loss))
             row.dev["loss"] = t.float().reshape(-1).mean() if t.numel() else t.float().sum()
         if self._g_sq is not None:
-            row.dev["g_sq"] = self._g_sq
+            row.dev[self._g_key] = self._g_sq
         if self._before is not None:
             row.dev["p_sq"] = stats.sq_sum(self._params)  # type: ignore[assignment]
             u = stats.update_sq(self._params, self._before)
@@ -380,8 +395,9 @@ def _metrics_row(row: _Row, vals: dict[str, float]) -> dict[str, Any]:
     out: dict[str, Any] = {"step": row.step}
     if "loss" in vals:
         out["loss"] = vals["loss"]
-    if "g_sq" in vals:
-        out["grad_norm"] = math.sqrt(vals["g_sq"]) if vals["g_sq"] >= 0 else math.nan
+    g_sq = vals.get("g_sq", vals.get("g_sq_global"))
+    if g_sq is not None:
+        out["grad_norm"] = math.sqrt(g_sq) if g_sq >= 0 else math.nan
     for key, name in (("p_sq", "param_norm"), ("u_sq", "update_norm")):
         if key in vals:
             out[name] = _f32(math.sqrt(vals[key]))
