@@ -36,7 +36,7 @@ class ForensicsCallback(TrainerCallback):  # type: ignore[misc]
         run_dir: str | Path | None = None,
         *,
         log_every: int = 20,
-        stats_every: int = 1,
+        stats_every: int = 10,
         layers_every: int = 100,
         trainer: Any = None,
     ) -> None:

@@ -33,7 +33,7 @@ class ForensicsLightningCallback(pl.Callback):  # type: ignore[misc]
         run_dir: str | Path | None = None,
         *,
         log_every: int = 20,
-        stats_every: int = 1,
+        stats_every: int = 10,
         layers_every: int = 100,
     ) -> None:
         self.run_dir = run_dir

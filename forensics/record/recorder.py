@@ -75,7 +75,7 @@ class Recorder:
         *,
         model: nn.Module | None = None,
         log_every: int = 20,
-        stats_every: int = 1,
+        stats_every: int = 10,
         layers_every: int = 100,
         sharded: bool | None = None,
         config: Mapping[str, Any] | None = None,
@@ -257,8 +257,8 @@ class Recorder:
         if self._probe is not None:
             row.local.update(self._probe.take())
         dev = next(iter(row.dev.values())).device if row.dev else None
-        if dev is not None:  # one device for the flush vectors
-            row.dev = {k: v.to(dev) for k, v in row.dev.items()}
+        if dev is not None and any(v.device != dev for v in row.dev.values()):
+            row.dev = {k: v.to(dev) for k, v in row.dev.items()}  # one device for the flush
 
     def _tokens_of(self, step: int) -> float:
         total = 0

@@ -10,56 +10,69 @@ that a sharded model's pieces can be summed across ranks before the square root.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
+
+
+def _stacked(norms: Sequence[torch.Tensor]) -> torch.Tensor:
+    """One fp32 vector from per-tensor norms (a single stack in the common one-device case)."""
+    device = norms[0].device
+    if all(n.device == device and n.dtype == torch.float32 for n in norms):
+        return torch.stack(list(norms))
+    return torch.stack([n.float().to(device) for n in norms])
 
 
 def sq_sum(tensors: Sequence[torch.Tensor]) -> torch.Tensor | None:
     """Sum of squares of every element, as one fp32 scalar on the first tensor's device."""
     if not tensors:
         return None
-    device = tensors[0].device
-    norms = torch._foreach_norm([t.detach() for t in tensors], 2)  # one kernel per dtype group
-    stacked = torch.stack([n.float().to(device, non_blocking=True) for n in norms])
-    return stacked.pow(2).sum()
+    with torch.no_grad():
+        return _stacked(torch._foreach_norm(list(tensors), 2)).pow(2).sum()
 
 
 def grads_of(params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return [p.grad for p in params if p.grad is not None]
 
 
+@torch.no_grad()
 def snapshot(params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """A copy of the parameters, to measure the update the optimizer applies next."""
-    return [p.detach().clone() for p in params]
+    return list(torch._foreach_mul(list(params), 1.0))
 
 
+@torch.no_grad()
 def update_sq(params: Sequence[torch.Tensor], before: Sequence[torch.Tensor]) -> torch.Tensor | None:
     """Squared norm of (after - before), the update the optimizer step applied."""
     if not before:
         return None
-    deltas = torch._foreach_sub([p.detach() for p in params], list(before))
-    return sq_sum(deltas)
+    return sq_sum(torch._foreach_sub(list(params), list(before)))
 
 
+@torch.no_grad()
 def adam_moments(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
     """Sums over Adam's state: v (exp_avg_sq) sum, sum of squares, max, count; m sum of squares.
 
-    Empty for an optimizer without Adam state (SGD) or before its first step.
+    v is non-negative, so its sum is its L1 norm and its max its inf-norm: three fused
+    `_foreach_norm` calls cover it. Empty for an optimizer without Adam state (SGD) or before
+    its first step.
     """
     vs = [s["exp_avg_sq"] for s in optimizer.state.values() if "exp_avg_sq" in s]
+    vs = [v for v in vs if v.numel()]
     ms = [s["exp_avg"] for s in optimizer.state.values() if "exp_avg" in s]
     if not vs:
         return {}
-    device = vs[0].device
-    v_sum = torch.stack([v.float().sum().to(device) for v in vs]).sum()
-    v_max = torch.stack([v.float().max().to(device) for v in vs if v.numel()]).max()
-    count = torch.tensor(float(sum(v.numel() for v in vs)), device=device)
-    out = {"v_sum": v_sum, "v_sq": sq_sum(vs), "v_max": v_max, "v_count": count}
+    out = {
+        "v_sum": _stacked(torch._foreach_norm(vs, 1)).sum(),
+        "v_sq": _stacked(torch._foreach_norm(vs, 2)).pow(2).sum(),
+        "v_max": _stacked(torch._foreach_norm(vs, math.inf)).max(),
+        "v_count": torch.tensor(float(sum(v.numel() for v in vs)), device=vs[0].device),
+    }
     m_sq = sq_sum(ms)
     if m_sq is not None:
         out["m_sq"] = m_sq
-    return {k: v for k, v in out.items() if v is not None}
+    return out
 
 
 def loss_scale_of(scaler: object | None) -> torch.Tensor | None:

@@ -28,7 +28,7 @@ def ddp_part(out: Path, rank: int, world: int) -> list[dict]:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(100 + rank)
     expected = []
-    with Recorder(out / "ddp", model=model, log_every=3, layers_every=2) as rec:
+    with Recorder(out / "ddp", model=model, log_every=3, stats_every=1, layers_every=2) as rec:
         for step in range(1, STEPS + 1):
             x = torch.randint(0, V, (B, T), generator=gen)
             _, loss = model(x, x)
@@ -54,7 +54,7 @@ def sharded_part(out: Path, rank: int, world: int) -> dict:
     holder = torch.nn.Module()
     holder.w = shard
     opt = torch.optim.SGD([shard], lr=0.5)
-    with Recorder(out / "sharded", model=holder, sharded=True, log_every=1, layers_every=0) as rec:
+    with Recorder(out / "sharded", model=holder, sharded=True, log_every=1, stats_every=1, layers_every=0) as rec:
         (shard.pow(2).sum() / 2).backward()  # grad = the shard itself
         rec.after_backward(holder)
         opt.step()

@@ -30,7 +30,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     overrides = prepare(run_dir)
     cfg = tiny_config()
     extra = {"grad_clip": cfg.grad_clip, "peak_lr": cfg.peak_lr, "seed": cfg.seed}
-    with Recorder(run_dir, log_every=10, layers_every=10, config=extra) as rec:
+    with Recorder(run_dir, log_every=10, stats_every=1, layers_every=10, config=extra) as rec:
         train(run_dir, cfg, overrides, rec)
     return run_dir
 

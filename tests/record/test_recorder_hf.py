@@ -52,7 +52,7 @@ def hf_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         report_to=[], logging_steps=1000, disable_tqdm=True, use_cpu=True, seed=0,
         max_grad_norm=1.0,
     )  # fmt: skip
-    callback = ForensicsCallback(log_every=10, layers_every=10)
+    callback = ForensicsCallback(log_every=10, stats_every=1, layers_every=10)
     trainer = Trainer(
         model=model, args=args, train_dataset=ds, data_collator=default_data_collator,
         optimizers=(opt, sched), callbacks=[callback],

@@ -64,7 +64,7 @@ def pl_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         default_root_dir=run, max_steps=STEPS, accumulate_grad_batches=ACCUM,
         gradient_clip_val=1.0, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
-        callbacks=[ForensicsLightningCallback(log_every=10, layers_every=10)],
+        callbacks=[ForensicsLightningCallback(log_every=10, stats_every=1, layers_every=10)],
     )  # fmt: skip
     trainer.fit(TinyLM(), loader)
     return run

@@ -1,0 +1,115 @@
+"""What the recorder costs: step time of the bundled model with and without it.
+
+    python bench/record_overhead.py                 # tiny preset on CPU (1 thread)
+    python bench/record_overhead.py --steps 400 --rounds 5
+    python bench/record_overhead.py --device cuda --preset small   # when a GPU is there
+
+One plain PyTorch loop (forward, backward, clip, AdamW), run in alternating rounds without
+and with `Recorder` at its default settings (log_every=20, stats_every=1, layers_every=100),
+so that load from other processes hits both alike. Each round times `--steps` steps after a
+warm-up; the figure per variant is the median over rounds. The recorder's files go to a
+temporary folder. Goal: <= 2 % slower at the defaults. `--stats-every N` shows what sparser
+optimizer statistics save.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from forensics.record import Recorder
+from forensics.sim.data import prepare_data, read_batch
+from forensics.sim.model import preset
+from forensics.sim.trainer import TrainConfig, build_state, lr_at, sampled_batches
+
+
+def run_round(
+    cfg: TrainConfig, run_dir: Path, steps: int, warmup: int, rec_kw: dict | None
+) -> tuple[float, float]:
+    """(seconds per step, of which inside the recorder) over `steps` steps after `warmup`;
+    the recorder is on when rec_kw is given."""
+    state = build_state(cfg, run_dir)
+    model, opt, device = state.model, state.optimizer, state.device
+    batches = sampled_batches(cfg, cfg.data_tokens)
+    rec = Recorder(run_dir / "rec", model=model, **rec_kw) if rec_kw is not None else None
+    params = [p for p in model.parameters()]
+    t0, inside = 0.0, 0.0
+    for step in range(1, warmup + steps + 1):
+        if step == warmup + 1:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+        (record,) = batches(step)
+        x, y = read_batch(run_dir, record)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(x, y)
+        assert loss is not None
+        loss.backward()
+        if rec is not None:
+            t_in = time.perf_counter()
+            rec.after_backward(model)
+            inside += time.perf_counter() - t_in if step > warmup else 0.0
+        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(cfg, step)
+        opt.step()
+        if rec is not None:
+            t_in = time.perf_counter()
+            rec.after_step(model, opt, loss, batch={"input_ids": x, "source": record.source,
+                                                    "token_offset": record.token_offset})  # fmt: skip
+            inside += time.perf_counter() - t_in if step > warmup else 0.0
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elapsed = time.perf_counter() - t0
+    if rec is not None:
+        rec.close()
+    return elapsed / steps, inside / steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--stats-every", type=int, default=10)
+    args = ap.parse_args()
+    model = preset(args.preset)
+    big = args.preset != "tiny"
+    cfg = TrainConfig(model=model, preset=args.preset, device=args.device,
+                      seq_len=model.block_size, batch_size=16 if big else 8,
+                      data_tokens=1 << 22 if big else 65536, total_steps=100_000)  # fmt: skip
+    rec_kw = {"stats_every": args.stats_every}
+    without, with_rec, inside = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp)
+        prepare_data(run_dir, model.vocab_size, cfg.data_tokens, cfg.data_seed)
+        for _ in range(args.rounds):
+            without.append(run_round(cfg, run_dir, args.steps, args.warmup, None)[0])
+            total, own = run_round(cfg, run_dir, args.steps, args.warmup, rec_kw)
+            with_rec.append(total)
+            inside.append(own)
+    a, b = statistics.median(without), statistics.median(with_rec)
+    fa, fb = min(without), min(with_rec)  # the least disturbed round of each
+    print(f"device {args.device}, preset {args.preset}, {args.rounds} rounds x {args.steps} steps,"
+          f" recorder (stats_every={args.stats_every}, log_every=20, layers_every=100)")  # fmt: skip
+    print(f"  without recorder: {a * 1e3:8.3f} ms/step  (rounds: "
+          + ", ".join(f"{t * 1e3:.3f}" for t in without) + ")")
+    print(f"  with recorder:    {b * 1e3:8.3f} ms/step  (rounds: "
+          + ", ".join(f"{t * 1e3:.3f}" for t in with_rec) + ")")
+    print(f"  ratio with/without (medians): {b / a:.4f}  ({(b / a - 1) * 100:+.2f} %)")
+    print(f"  ratio with/without (fastest rounds): {fb / fa:.4f}  ({(fb / fa - 1) * 100:+.2f} %)")
+    own = statistics.median(inside)
+    print(f"  time inside the recorder: {own * 1e3:.3f} ms/step = {own / a * 100:.2f} % of a step"
+          " without it (goal <= 2 %)")
+
+
+if __name__ == "__main__":
+    main()
