@@ -61,8 +61,8 @@ def run_round(
         opt.step()
         if rec is not None:
             t_in = time.perf_counter()
-            rec.after_step(model, opt, loss, batch={"input_ids": x, "source": record.source,
-                                                    "token_offset": record.token_offset})  # fmt: skip
+            fed = {"input_ids": x, "source": record.source, "token_offset": record.token_offset}
+            rec.after_step(model, opt, loss, batch=fed)
             inside += time.perf_counter() - t_in if step > warmup else 0.0
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -98,17 +98,27 @@ def main() -> None:
             inside.append(own)
     a, b = statistics.median(without), statistics.median(with_rec)
     fa, fb = min(without), min(with_rec)  # the least disturbed round of each
-    print(f"device {args.device}, preset {args.preset}, {args.rounds} rounds x {args.steps} steps,"
-          f" recorder (stats_every={args.stats_every}, log_every=20, layers_every=100)")  # fmt: skip
-    print(f"  without recorder: {a * 1e3:8.3f} ms/step  (rounds: "
-          + ", ".join(f"{t * 1e3:.3f}" for t in without) + ")")
-    print(f"  with recorder:    {b * 1e3:8.3f} ms/step  (rounds: "
-          + ", ".join(f"{t * 1e3:.3f}" for t in with_rec) + ")")
+    print(
+        f"device {args.device}, preset {args.preset}, {args.rounds} rounds x {args.steps} steps, "
+        f"recorder (stats_every={args.stats_every}, log_every=20, layers_every=100)"
+    )
+    print(
+        f"  without recorder: {a * 1e3:8.3f} ms/step  (rounds: "
+        + ", ".join(f"{t * 1e3:.3f}" for t in without)
+        + ")"
+    )
+    print(
+        f"  with recorder:    {b * 1e3:8.3f} ms/step  (rounds: "
+        + ", ".join(f"{t * 1e3:.3f}" for t in with_rec)
+        + ")"
+    )
     print(f"  ratio with/without (medians): {b / a:.4f}  ({(b / a - 1) * 100:+.2f} %)")
     print(f"  ratio with/without (fastest rounds): {fb / fa:.4f}  ({(fb / fa - 1) * 100:+.2f} %)")
     own = statistics.median(inside)
-    print(f"  time inside the recorder: {own * 1e3:.3f} ms/step = {own / a * 100:.2f} % of a step"
-          " without it (goal <= 2 %)")
+    print(
+        f"  time inside the recorder: {own * 1e3:.3f} ms/step = {own / a * 100:.2f} % of a step"
+        " without it (goal <= 2 %)"
+    )
 
 
 if __name__ == "__main__":

@@ -120,9 +120,8 @@ def _identified(frame: pl.DataFrame) -> pl.Series:
 
 def _record_identified(rec: dict[str, Any]) -> bool:
     indices = rec.get("sample_indices")
-    listed = isinstance(indices, list) and bool(indices)
-    if listed and all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
-        return True
+    if isinstance(indices, list) and indices:
+        return all(isinstance(i, int) and not isinstance(i, bool) for i in indices)
     return isinstance(rec.get("hash"), str) and bool(rec["hash"])
 
 

@@ -41,7 +41,7 @@ class ForensicsCallback(TrainerCallback):  # type: ignore[misc]
         trainer: Any = None,
     ) -> None:
         self.run_dir = run_dir
-        self.settings = {
+        self.settings: dict[str, Any] = {
             "log_every": log_every, "stats_every": stats_every, "layers_every": layers_every,
         }  # fmt: skip
         self.trainer = trainer
@@ -62,7 +62,7 @@ class ForensicsCallback(TrainerCallback):  # type: ignore[misc]
         train_dataloader: Any = None,
         **kwargs: Any,
     ) -> None:
-        run_dir = Path(self.run_dir or args.output_dir)
+        run_dir = Path(self.run_dir or str(args.output_dir))
         self.rec = Recorder(run_dir, model=model, framework="transformers",
                             step=state.global_step, **self.settings)  # fmt: skip
         trainer = self.trainer or _find_trainer()
@@ -70,14 +70,16 @@ class ForensicsCallback(TrainerCallback):  # type: ignore[misc]
             self._wrap(trainer)
         if state.global_step == 0 and train_dataloader is not None:
             self._indices = record_indices(train_dataloader)
-        self.rec.write_config(model, optimizer, **_hf_config(args, state, trainer, sampler_name(train_dataloader)))
+        self.rec.write_config(
+            model, optimizer, **_hf_config(args, state, trainer, sampler_name(train_dataloader))
+        )
 
     def on_pre_optimizer_step(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         if self.rec is None:
             return
-        model = kw.get("model")
+        model = kw["model"]
         scaler = self._scaler()
         measured = self._grad_norm is not None
         self.rec.after_backward(model, scaler=scaler, grad_norm=self._grad_norm, measure=measured)
@@ -175,7 +177,12 @@ def _find_trainer() -> Any:
 def _dataset_source(dataset: Any) -> str | None:
     """The folder of an Arrow dataset (what `datasets.load_from_disk` reads), if it has one."""
     files = getattr(dataset, "cache_files", None)
-    if isinstance(files, list) and files and isinstance(files[0], dict) and files[0].get("filename"):
+    if (
+        isinstance(files, list)
+        and files
+        and isinstance(files[0], dict)
+        and files[0].get("filename")
+    ):
         return str(Path(files[0]["filename"]).parent)
     return None
 

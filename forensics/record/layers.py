@@ -63,7 +63,7 @@ def _causal_max(q: torch.Tensor, k: torch.Tensor, scale: float, cap: float = 0.0
     return att.masked_fill(~mask, -math.inf).max()
 
 
-def _bundled_logits(module: nn.Module, args: tuple[Any, ...]) -> torch.Tensor | None:
+def _bundled_logits(module: Any, args: tuple[Any, ...]) -> torch.Tensor | None:
     """forensics.sim.model.Attention.forward(x, cos, sin, stats)."""
     from forensics.sim.model import apply_rotary
 
@@ -79,7 +79,7 @@ def _bundled_logits(module: nn.Module, args: tuple[Any, ...]) -> torch.Tensor | 
 
 
 def _llama_logits(
-    module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+    module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> torch.Tensor | None:
     """Llama-family attention: hidden_states and position_embeddings=(cos, sin) as inputs."""
     hidden = kwargs.get("hidden_states", args[0] if args else None)

@@ -37,7 +37,7 @@ class ForensicsLightningCallback(pl.Callback):  # type: ignore[misc]
         layers_every: int = 100,
     ) -> None:
         self.run_dir = run_dir
-        self.settings = {
+        self.settings: dict[str, Any] = {
             "log_every": log_every, "stats_every": stats_every, "layers_every": layers_every,
         }  # fmt: skip
         self.rec: Recorder | None = None

@@ -43,7 +43,9 @@ def snapshot(params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 
 
 @torch.no_grad()
-def update_sq(params: Sequence[torch.Tensor], before: Sequence[torch.Tensor]) -> torch.Tensor | None:
+def update_sq(
+    params: Sequence[torch.Tensor], before: Sequence[torch.Tensor]
+) -> torch.Tensor | None:
     """Squared norm of (after - before), the update the optimizer step applied."""
     if not before:
         return None

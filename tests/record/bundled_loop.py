@@ -10,11 +10,23 @@ import numpy as np
 import torch
 
 from forensics.record import Recorder
-from forensics.sim.data import INJECT_SHARD, TRAIN_SHARD, BatchRecord, prepare_data, read_batch
-from forensics.sim.data import write_shard
+from forensics.sim.data import (
+    INJECT_SHARD,
+    TRAIN_SHARD,
+    BatchRecord,
+    prepare_data,
+    read_batch,
+    write_shard,
+)
 from forensics.sim.model import GPTConfig
-from forensics.sim.trainer import TrainConfig, build_state, lr_at, sampled_batches, save_state
-from forensics.sim.trainer import shard_tokens
+from forensics.sim.trainer import (
+    TrainConfig,
+    build_state,
+    lr_at,
+    sampled_batches,
+    save_state,
+    shard_tokens,
+)
 
 B, T, V = 4, 32, 256
 RARE_STEP = 35

@@ -54,7 +54,9 @@ def sharded_part(out: Path, rank: int, world: int) -> dict:
     holder = torch.nn.Module()
     holder.w = shard
     opt = torch.optim.SGD([shard], lr=0.5)
-    with Recorder(out / "sharded", model=holder, sharded=True, log_every=1, stats_every=1, layers_every=0) as rec:
+    with Recorder(
+        out / "sharded", model=holder, sharded=True, log_every=1, stats_every=1, layers_every=0
+    ) as rec:
         (shard.pow(2).sum() / 2).backward()  # grad = the shard itself
         rec.after_backward(holder)
         opt.step()

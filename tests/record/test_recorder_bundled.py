@@ -77,14 +77,18 @@ def test_analyze_finds_and_replays_the_injected_spike(recorded: Path, tmp_path: 
     with open_store(result.db) as store:
         incidents = store.query("SELECT * FROM incidents")
         replays = store.query("SELECT probe, verdict FROM replays")
-    hit = [r for r in incidents.iter_rows(named=True) if r["onset_step"] <= RARE_STEP <= r["peak_step"]]
+    hit = [
+        r for r in incidents.iter_rows(named=True) if r["onset_step"] <= RARE_STEP <= r["peak_step"]
+    ]
     assert hit, incidents
     verdicts = dict(replays.iter_rows())
     assert verdicts["reproduce"] == "confirmed"
     assert verdicts["rare_tokens"] == "confirmed"
 
 
-def test_no_host_sync_between_logging_intervals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_host_sync_between_logging_intervals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Between flushes the recorder never reads a tensor value on the host."""
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 1))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
