@@ -98,6 +98,12 @@ class ForensicsLightningCallback(pl.Callback):  # type: ignore[misc]
             self.rec.close()
             self.rec = None
 
+    def on_exception(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException
+    ) -> None:
+        """A run that dies (a NaN check, an OOM) keeps the steps since the last interval."""
+        self.on_train_end(trainer, pl_module)
+
     def _batch(self, batch: Any) -> Any:
         """The micro-batch as the recorder reads it, with its sample indices when known."""
         fields: dict[str, Any]

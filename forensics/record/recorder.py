@@ -17,6 +17,7 @@ else synchronises the device. Formats: docs/recorder.md.
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import time
@@ -94,6 +95,7 @@ class Recorder:
         self._metrics: IO[str] | None = None
         self._batches: IO[str] | None = None
         self._config_written = False
+        self._closed = False
         self._params: list[torch.Tensor] = []
         self._probe: LayerProbe | None = None
         self._rows: list[_Row] = []
@@ -111,6 +113,8 @@ class Recorder:
             self._batches = (self.dir / BATCHES).open(mode, encoding="utf-8")
         if model is not None:
             self.watch(model)
+        if self.world == 1:  # a crash keeps its last steps (not with ranks: no collectives)
+            atexit.register(self.close)
 
     # ----- set-up -----------------------------------------------------------------------
     def watch(self, model: nn.Module) -> None:
@@ -293,7 +297,12 @@ class Recorder:
         self._batches.flush()
 
     def close(self) -> None:
-        """Write what is left and close the files (the context manager calls this)."""
+        """Write what is left and close the files (the context manager calls this; so does
+        interpreter exit in a single-process run that died without closing it)."""
+        atexit.unregister(self.close)
+        if self._closed:
+            return
+        self._closed = True
         if self._rows or self._pending:
             self.flush()
         if self._probe is not None:

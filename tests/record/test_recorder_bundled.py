@@ -149,3 +149,27 @@ def test_amp_loss_scale_and_skipped_step(tmp_path: Path) -> None:
 def test_import_needs_no_torch() -> None:
     code = "import sys, forensics.record; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_crashed_run_keeps_its_last_steps(tmp_path: Path) -> None:
+    """A loop that dies between logging intervals, recorder never closed: exit flushes it."""
+    code = f"""
+import torch
+from forensics.record import Recorder
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+rec = Recorder({str(tmp_path)!r}, model=model, log_every=20)
+for step in range(1, 8):
+    loss = model(torch.randn(2, 4)).pow(2).mean() * (float("nan") if step == 7 else 1.0)
+    loss.backward()
+    rec.after_backward(model)
+    opt.step()
+    opt.zero_grad()
+    rec.after_step(model, opt, loss)
+raise SystemExit("diverged")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1 and "diverged" in done.stderr
+    rows = _rows(tmp_path / "forensics" / "metrics.jsonl")
+    assert [r["step"] for r in rows] == list(range(1, 8))
+    assert math.isnan(rows[-1]["loss"]) and math.isnan(rows[-1]["grad_norm"])
