@@ -17,6 +17,7 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ def _lengths(ids: torch.Tensor, mask: torch.Tensor | None) -> list[int]:
     return [int(n) for n in mask.detach().to("cpu").reshape(ids.shape[0], -1).sum(-1).tolist()]
 
 
+@lru_cache(maxsize=256)  # a run names a few shards many times
 def _relative_source(source: str, manifest_dir: Path) -> str:
     """A shard path relative to the manifest's folder (the reader resolves it from there).
 

@@ -4,8 +4,8 @@
         for step, (x, y) in enumerate(loader, start=1):
             loss = model(x, y)
             loss.backward()
-            rec.after_backward(model)              # pre-clip grad norm (unscale_ first under AMP)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # pre-clip norm
+            rec.after_backward(model, grad_norm=norm)  # or before clipping, without grad_norm
             optimizer.step(); optimizer.zero_grad()
             rec.after_step(model, optimizer, loss, batch={"input_ids": x, "sample_indices": idx})
 
