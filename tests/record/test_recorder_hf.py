@@ -49,7 +49,7 @@ def hf_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 150.0 if s == JUMP - 1 else 1.0)
     args = TrainingArguments(
         output_dir=str(run), max_steps=STEPS, per_device_train_batch_size=B, save_strategy="no",
-        report_to=[], logging_steps=1000, disable_tqdm=True, use_cpu=True, seed=0,
+        report_to=[], logging_steps=1, disable_tqdm=True, use_cpu=True, seed=0,
         max_grad_norm=1.0,
     )  # fmt: skip
     callback = ForensicsCallback(log_every=10, stats_every=1, layers_every=10)
@@ -58,6 +58,8 @@ def hf_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         optimizers=(opt, sched), callbacks=[callback],
     )  # fmt: skip
     trainer.train()
+    history = [h for h in trainer.state.log_history if "loss" in h]
+    (run.parent / "log_history.json").write_text(json.dumps(history))  # outside the run folder
     return run
 
 
@@ -78,6 +80,18 @@ def test_files_and_statistics(hf_run: Path) -> None:
     assert cfg["model"]["model_type"] == "llama" and cfg["data"]["train_dataset"] == str(
         hf_run / "data"
     )
+
+
+def test_loss_and_grad_norm_are_what_the_trainer_logs(hf_run: Path) -> None:
+    """The Trainer's own per-step log (logging_steps=1) and the recorder agree."""
+    history = json.loads((hf_run.parent / "log_history.json").read_text())
+    rows = {r["step"]: r for r in _rows(hf_run / "forensics" / "metrics.jsonl")}
+    assert len(history) == STEPS
+    for logged in history:
+        ours = rows[logged["step"]]
+        assert ours["loss"] == pytest.approx(float(logged["loss"]), abs=1e-3)
+        assert ours["grad_norm"] == pytest.approx(float(logged["grad_norm"]), rel=1e-3)
+        assert ours["lr"] == pytest.approx(float(logged["learning_rate"]), rel=1e-6)
 
 
 def test_manifest_names_the_rows_the_trainer_fed(hf_run: Path) -> None:
