@@ -38,20 +38,20 @@ def run_round(
     warmup: int,
     rec_kw: dict | None,
     reuse_norm: bool = True,
-) -> tuple[float, float]:
-    """(seconds per step, of which inside the recorder) over `steps` steps after `warmup`;
-    the recorder is on when rec_kw is given."""
+) -> tuple[float, float, float]:
+    """(wall seconds per step, of which inside the recorder, CPU seconds per step) over
+    `steps` steps after `warmup`; the recorder is on when rec_kw is given."""
     state = build_state(cfg, run_dir)
     model, opt, device = state.model, state.optimizer, state.device
     batches = sampled_batches(cfg, cfg.data_tokens)
     rec = Recorder(run_dir / "rec", model=model, **rec_kw) if rec_kw is not None else None
     params = [p for p in model.parameters()]
-    t0, inside = 0.0, 0.0
+    t0, c0, inside = 0.0, 0.0, 0.0
     for step in range(1, warmup + steps + 1):
         if step == warmup + 1:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
         (record,) = batches(step)
         x, y = read_batch(run_dir, record)
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -78,10 +78,10 @@ def run_round(
             inside += time.perf_counter() - t_in if step > warmup else 0.0
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     if rec is not None:
         rec.close()
-    return elapsed / steps, inside / steps
+    return elapsed / steps, inside / steps, cpu / steps
 
 
 def main() -> None:
@@ -92,6 +92,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--stats-every", type=int, default=10)
+    ap.add_argument("--batch-size", type=int, default=0, help="sequences per step (0: preset's)")
     ap.add_argument(
         "--measure-norm",
         action="store_true",
@@ -101,23 +102,27 @@ def main() -> None:
     model = preset(args.preset)
     big = args.preset != "tiny"
     cfg = TrainConfig(model=model, preset=args.preset, device=args.device,
-                      seq_len=model.block_size, batch_size=16 if big else 8,
+                      seq_len=model.block_size, batch_size=args.batch_size or (16 if big else 8),
                       data_tokens=1 << 22 if big else 65536, total_steps=100_000)  # fmt: skip
     rec_kw = {"stats_every": args.stats_every}
-    without, with_rec, inside = [], [], []
+    without, with_rec, inside, cpu_a, cpu_b = [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         prepare_data(run_dir, model.vocab_size, cfg.data_tokens, cfg.data_seed)
         for _ in range(args.rounds):
-            without.append(run_round(cfg, run_dir, args.steps, args.warmup, None)[0])
+            total, _, cpu = run_round(cfg, run_dir, args.steps, args.warmup, None)
+            without.append(total)
+            cpu_a.append(cpu)
             reuse = not args.measure_norm
-            total, own = run_round(cfg, run_dir, args.steps, args.warmup, rec_kw, reuse)
+            total, own, cpu = run_round(cfg, run_dir, args.steps, args.warmup, rec_kw, reuse)
             with_rec.append(total)
             inside.append(own)
+            cpu_b.append(cpu)
     a, b = statistics.median(without), statistics.median(with_rec)
     fa, fb = min(without), min(with_rec)  # the least disturbed round of each
     print(
-        f"device {args.device}, preset {args.preset}, {args.rounds} rounds x {args.steps} steps, "
+        f"device {args.device}, preset {args.preset}, {cfg.batch_size}x{cfg.seq_len} tokens/step, "
+        f"{args.rounds} rounds x {args.steps} steps, "
         f"recorder (stats_every={args.stats_every}, log_every=20, layers_every=100, grad norm "
         f"{'measured by the recorder' if args.measure_norm else 'from clip_grad_norm_'})"
     )
@@ -133,6 +138,11 @@ def main() -> None:
     )
     print(f"  ratio with/without (medians): {b / a:.4f}  ({(b / a - 1) * 100:+.2f} %)")
     print(f"  ratio with/without (fastest rounds): {fb / fa:.4f}  ({(fb / fa - 1) * 100:+.2f} %)")
+    ca, cb = statistics.median(cpu_a), statistics.median(cpu_b)
+    print(
+        f"  CPU time of this process: {ca * 1e3:.3f} vs {cb * 1e3:.3f} ms/step, ratio "
+        f"{cb / ca:.4f} ({(cb / ca - 1) * 100:+.2f} %; not inflated by other processes)"
+    )
     own = statistics.median(inside)
     print(
         f"  time inside the recorder: {own * 1e3:.3f} ms/step = {own / a * 100:.2f} % of a step"
