@@ -1,11 +1,12 @@
-"""Sampled per-layer statistics: `act_norm/<i>` and `max_attn_logit/<i>` every N steps.
+"""Sampled per-layer statistics every N steps: `act_norm/<i>`, `act_max/<i>`, `max_attn_logit/<i>`.
 
 Same definitions as the bundled model's `forward(record=True)` (`forensics.sim.model`):
 `act_norm/<i>` is the mean over tokens of the L2 norm of block i's output (the residual
 stream); `max_attn_logit/<i>` the largest pre-softmax attention logit of block i over heads,
-batch and causal positions. They are measured on the step's first micro-batch during its
-own training forward (forward hooks, armed only on sampled steps), so the weights are those
-the step started from.
+batch and causal positions. `act_max/<i>` is the largest |element| of block i's output (what
+overflows fp16 at 65504; replay's overflow probe measures the same). They are measured on
+the step's first micro-batch during its own training forward (forward hooks, armed only on
+sampled steps), so the weights are those the step started from.
 
 Blocks are found without knowing the architecture: the largest `nn.ModuleList` whose
 children all have one class (`model.blocks`, `model.model.layers`, `transformer.h`...).
@@ -115,6 +116,7 @@ class LayerProbe:
     def __init__(self, model: nn.Module) -> None:
         self.armed = False
         self.act: dict[int, torch.Tensor] = {}
+        self.act_max: dict[int, torch.Tensor] = {}
         self.logit: dict[int, torch.Tensor] = {}
         self.handles: list[Any] = []
         for i, block in enumerate(find_blocks(model)):
@@ -135,7 +137,9 @@ class LayerProbe:
                 return
             x = output[0] if isinstance(output, tuple | list) else output
             if isinstance(x, torch.Tensor) and x.dim() == 3:
-                self.act[i] = x.detach().float().norm(dim=-1).mean()
+                xf = x.detach().float()
+                self.act[i] = xf.norm(dim=-1).mean()
+                self.act_max[i] = xf.abs().max()
 
         return hook
 
@@ -156,8 +160,9 @@ class LayerProbe:
     def take(self) -> dict[str, torch.Tensor]:
         """What the armed forward measured, as `act_norm/<i>` / `max_attn_logit/<i>`; disarms."""
         out = {f"act_norm/{i}": v for i, v in sorted(self.act.items())}
+        out.update({f"act_max/{i}": v for i, v in sorted(self.act_max.items())})
         out.update({f"max_attn_logit/{i}": v for i, v in sorted(self.logit.items())})
-        self.act, self.logit, self.armed = {}, {}, False
+        self.act, self.act_max, self.logit, self.armed = {}, {}, {}, False
         return out
 
     def remove(self) -> None:

@@ -52,7 +52,9 @@ def test_statistics_are_the_simulators(recorded: Path, tmp_path: Path) -> None:
             assert row[key] == pytest.approx(sim[step][key], rel=1e-5, abs=1e-12), (step, key)
     every_10 = [s for s, r in ours.items() if "act_norm/0" in r]
     assert every_10 == [10, 20, 30, 40]
-    assert {"max_attn_logit/0", "max_attn_logit/1", "adam_v_max", "adam_v_norm"} <= set(ours[10])
+    layer_keys = {"max_attn_logit/0", "max_attn_logit/1", "act_max/0", "act_max/1"}
+    assert layer_keys | {"adam_v_max", "adam_v_norm"} <= set(ours[10])
+    assert ours[10]["act_max/1"] >= ours[10]["act_norm/1"] / math.sqrt(32)  # max >= rms
     assert all(r["tokens_per_s"] > 0 for r in ours.values())
 
 
