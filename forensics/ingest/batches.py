@@ -93,7 +93,7 @@ def _manifest_columns(frame: pl.DataFrame, base: Path) -> pl.DataFrame | None:
         return None
     has_span = ints["token_offset"].is_not_null() & ints["n_tokens"].is_not_null()
     has_sample = ints["sample_index"].is_not_null() & ints["seq_len"].is_not_null()
-    if not (has_span | has_sample).all():
+    if not (has_span | has_sample | _identified(frame)).all():
         return None
     paths = {s: os.path.normpath(os.path.join(base, s)) for s in source.unique().to_list()}
     extra = [c for c in frame.columns if c not in _KNOWN]
@@ -104,6 +104,25 @@ def _manifest_columns(frame: pl.DataFrame, base: Path) -> pl.DataFrame | None:
         "extra": _extra_json(frame.select(extra)) if extra else None,
     }
     return pl.DataFrame(columns).select([pl.col(c).cast(t) for c, t in MANIFEST_SCHEMA.items()])
+
+
+def _identified(frame: pl.DataFrame) -> pl.Series:
+    """Records without a token span that still say what they held: dataset `sample_indices`
+    (a list of integers) or a content `hash` (a string), as the recorder writes them."""
+    out = pl.Series([False] * frame.height)
+    dtype = frame["sample_indices"].dtype if "sample_indices" in frame.columns else None
+    if isinstance(dtype, pl.List) and dtype.inner.is_integer():
+        out = out | (frame["sample_indices"].list.len().fill_null(0) > 0)
+    if "hash" in frame.columns and frame["hash"].dtype == pl.Utf8:
+        out = out | frame["hash"].is_not_null()
+    return out
+
+
+def _record_identified(rec: dict[str, Any]) -> bool:
+    indices = rec.get("sample_indices")
+    if isinstance(indices, list) and indices:
+        return all(isinstance(i, int) and not isinstance(i, bool) for i in indices)
+    return isinstance(rec.get("hash"), str) and bool(rec["hash"])
 
 
 def _int_column(frame: pl.DataFrame, name: str) -> pl.Series | None:
@@ -168,15 +187,15 @@ def _manifest_row(
         )
     ints = {k: _int(path, where, rec, k) for k in _INT_FIELDS}
     has_span = ints["token_offset"] is not None and ints["n_tokens"] is not None
-    if not has_span and ints["sample_index"] is None:
+    if not has_span and ints["sample_index"] is None and not _record_identified(rec):
         raise InputError(
             path,
             "no token span",
             line=where,
             field="token_offset",
-            expected="token_offset and n_tokens, or sample_index (with seq_len)",
+            expected="token_offset and n_tokens, sample_index (with seq_len), or sample_indices",
         )
-    if not has_span and ints["seq_len"] is None:
+    if not has_span and ints["sample_index"] is not None and ints["seq_len"] is None:
         raise InputError(path, "sample_index needs a sample length", line=where, field="seq_len")
     if source not in sources:
         sources[source] = os.path.normpath(os.path.join(base, source))

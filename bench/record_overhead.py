@@ -1,0 +1,154 @@
+"""What the recorder costs: step time of the bundled model with and without it.
+
+    python bench/record_overhead.py                 # tiny preset on CPU (1 thread)
+    python bench/record_overhead.py --steps 400 --rounds 5
+    python bench/record_overhead.py --device cuda --preset small   # when a GPU is there
+
+One plain PyTorch loop (forward, backward, clip, AdamW), run in alternating rounds without
+and with `Recorder` at its default settings (log_every=20, stats_every=10, layers_every=100),
+so that load from other processes hits both alike. Each round times `--steps` steps after a
+warm-up; the figure per variant is the median over rounds, and the time spent inside the
+recorder's calls is timed on its own (the steadier figure on a shared machine). The loop
+hands `clip_grad_norm_`'s return (the pre-clip norm) to `after_backward`, as docs/recorder.md
+recommends; `--measure-norm` lets the recorder compute it. `--stats-every 1` shows the cost of
+per-step optimizer statistics. The recorder's files go to a temporary folder. Goal: <= 2 %
+slower at the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from forensics.record import Recorder
+from forensics.sim.data import prepare_data, read_batch
+from forensics.sim.model import preset
+from forensics.sim.trainer import TrainConfig, build_state, lr_at, sampled_batches
+
+
+def run_round(
+    cfg: TrainConfig,
+    run_dir: Path,
+    steps: int,
+    warmup: int,
+    rec_kw: dict | None,
+    reuse_norm: bool = True,
+) -> tuple[float, float, float]:
+    """(wall seconds per step, of which inside the recorder, CPU seconds per step) over
+    `steps` steps after `warmup`; the recorder is on when rec_kw is given."""
+    state = build_state(cfg, run_dir)
+    model, opt, device = state.model, state.optimizer, state.device
+    batches = sampled_batches(cfg, cfg.data_tokens)
+    rec = Recorder(run_dir / "rec", model=model, **rec_kw) if rec_kw is not None else None
+    params = [p for p in model.parameters()]
+    t0, c0, inside = 0.0, 0.0, 0.0
+    for step in range(1, warmup + steps + 1):
+        if step == warmup + 1:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0, c0 = time.perf_counter(), time.process_time()
+        (record,) = batches(step)
+        x, y = read_batch(run_dir, record)
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(x, y)
+        assert loss is not None
+        loss.backward()
+        if rec is not None and not reuse_norm:  # the recorder measures the norm itself
+            t_in = time.perf_counter()
+            rec.after_backward(model)
+            inside += time.perf_counter() - t_in if step > warmup else 0.0
+        norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)  # returns the pre-clip norm
+        if rec is not None and reuse_norm:  # docs/recorder.md: hand it over, no second pass
+            t_in = time.perf_counter()
+            rec.after_backward(model, grad_norm=norm)
+            inside += time.perf_counter() - t_in if step > warmup else 0.0
+        for group in opt.param_groups:
+            group["lr"] = lr_at(cfg, step)
+        opt.step()
+        if rec is not None:
+            t_in = time.perf_counter()
+            fed = {"input_ids": x, "source": record.source, "token_offset": record.token_offset}
+            rec.after_step(model, opt, loss, batch=fed)
+            inside += time.perf_counter() - t_in if step > warmup else 0.0
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if rec is not None:
+        rec.close()
+    return elapsed / steps, inside / steps, cpu / steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--stats-every", type=int, default=10)
+    ap.add_argument("--batch-size", type=int, default=0, help="sequences per step (0: preset's)")
+    ap.add_argument(
+        "--measure-norm",
+        action="store_true",
+        help="let the recorder compute the grad norm (default: reuse clip_grad_norm_'s)",
+    )
+    args = ap.parse_args()
+    model = preset(args.preset)
+    big = args.preset != "tiny"
+    cfg = TrainConfig(model=model, preset=args.preset, device=args.device,
+                      seq_len=model.block_size, batch_size=args.batch_size or (16 if big else 8),
+                      data_tokens=1 << 22 if big else 65536, total_steps=100_000)  # fmt: skip
+    rec_kw = {"stats_every": args.stats_every}
+    without, with_rec, inside, cpu_a, cpu_b = [], [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp)
+        prepare_data(run_dir, model.vocab_size, cfg.data_tokens, cfg.data_seed)
+        for _ in range(args.rounds):
+            total, _, cpu = run_round(cfg, run_dir, args.steps, args.warmup, None)
+            without.append(total)
+            cpu_a.append(cpu)
+            reuse = not args.measure_norm
+            total, own, cpu = run_round(cfg, run_dir, args.steps, args.warmup, rec_kw, reuse)
+            with_rec.append(total)
+            inside.append(own)
+            cpu_b.append(cpu)
+    a, b = statistics.median(without), statistics.median(with_rec)
+    fa, fb = min(without), min(with_rec)  # the least disturbed round of each
+    print(
+        f"device {args.device}, preset {args.preset}, {cfg.batch_size}x{cfg.seq_len} tokens/step, "
+        f"{args.rounds} rounds x {args.steps} steps, "
+        f"recorder (stats_every={args.stats_every}, log_every=20, layers_every=100, grad norm "
+        f"{'measured by the recorder' if args.measure_norm else 'from clip_grad_norm_'})"
+    )
+    print(
+        f"  without recorder: {a * 1e3:8.3f} ms/step  (rounds: "
+        + ", ".join(f"{t * 1e3:.3f}" for t in without)
+        + ")"
+    )
+    print(
+        f"  with recorder:    {b * 1e3:8.3f} ms/step  (rounds: "
+        + ", ".join(f"{t * 1e3:.3f}" for t in with_rec)
+        + ")"
+    )
+    print(f"  ratio with/without (medians): {b / a:.4f}  ({(b / a - 1) * 100:+.2f} %)")
+    print(f"  ratio with/without (fastest rounds): {fb / fa:.4f}  ({(fb / fa - 1) * 100:+.2f} %)")
+    ca, cb = statistics.median(cpu_a), statistics.median(cpu_b)
+    print(
+        f"  CPU time of this process: {ca * 1e3:.3f} vs {cb * 1e3:.3f} ms/step, ratio "
+        f"{cb / ca:.4f} ({(cb / ca - 1) * 100:+.2f} %; not inflated by other processes)"
+    )
+    own = statistics.median(inside)
+    print(
+        f"  time inside the recorder: {own * 1e3:.3f} ms/step = {own / a * 100:.2f} % of a step"
+        " without it (goal <= 2 %)"
+    )
+
+
+if __name__ == "__main__":
+    main()
