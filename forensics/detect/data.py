@@ -31,6 +31,21 @@ AUX_METRICS = (
 # The metrics the cause rules read: what "not logged" is reported against.
 CAUSE_METRICS = ("grad_norm", "lr", "loss_scale", "skipped_iters", "param_norm", "adam_v_mean")
 
+# What a rule may `need` to be evaluated (rules/*.yaml `needs`), and what to tell the user
+# to log when it is missing: metrics, config values and the batches' token ids.
+EVIDENCE_SOURCES: dict[str, str] = {
+    "grad_norm": "the pre-clip gradient norm every step",
+    "lr": "the learning rate every step (or warmup_steps and the peak LR in the config)",
+    "adam_v_mean": "Adam's second-moment mean (exp_avg_sq) every step",
+    "beta2": "Adam's beta2 in the run config",
+    "param_norm": "the parameter norm every step",
+    "update_norm": "the update norm every step",
+    "loss_scale": "the fp16 loss scale every step",
+    "skipped_iters": "skipped iterations / overflow events",
+    "precision": "the training precision (fp16, bf16) in the run config",
+    "batch_tokens": "the token ids of each step's batch (a batch manifest), for replay",
+}
+
 
 @dataclass
 class Metric:
@@ -68,6 +83,9 @@ class RunData:
     wall: Metric | None = None
     # (step, kind, detail) rows of the store's `events` table
     events: list[tuple[int | None, str, str]] = field(default_factory=list)
+    # the store holds the token ids of the run's batches (a manifest): replay can tell
+    # rare tokens from corrupt data
+    has_batches: bool = False
 
     @property
     def first_step(self) -> int:
@@ -93,6 +111,20 @@ class RunData:
         """Cause metrics not logged (the loss scale only counts when the run may be fp16)."""
         skip = {"loss_scale", "skipped_iters"} if self._not_fp16() else set()
         return [n for n in names if not self.has(n) and n not in skip]
+
+    def evidence_sources(self) -> set[str]:
+        """The EVIDENCE_SOURCES this run has (logged metrics, config values, batches)."""
+        out = {n for n in EVIDENCE_SOURCES if self.has(n)}
+        for key, name in (("beta2", "beta2"), ("precision", "precision")):
+            if self.config.get(key) not in (None, ""):
+                out.add(name)
+        if self.config.get("peak_lr") is not None and self.config.get("warmup_steps") is not None:
+            out.add("lr")
+        if self.has("overflow"):
+            out.add("skipped_iters")
+        if self.has_batches:
+            out.add("batch_tokens")
+        return out
 
     def _not_fp16(self) -> bool:
         p = str(self.config.get("precision") or "").lower()

@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from forensics.detect import events as ev
+from forensics.detect import recurrence
 from forensics.detect.classify import classify
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import RunData
+from forensics.detect.evidence import explain
 from forensics.detect.features import compute, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
 from forensics.detect.recovery import Checkpoint, advise
@@ -202,8 +204,10 @@ def detect_data(
     cfg: DetectConfig | None = None,
     checkpoints: list[Checkpoint] | None = None,
     gpu_hour_cost: float | None = None,
+    others: list[recurrence.RunSpikes] | None = None,
 ) -> Detection:
-    """Find, type, explain and advise on every incident of one run."""
+    """Find, type, explain and advise on every incident of one run. `others`: the other
+    runs of the store (their spikes give the cross-run features)."""
     cfg = cfg or DetectConfig()
     missing = data.missing()
     if len(data.loss) < 3:
@@ -227,7 +231,9 @@ def detect_data(
         lo = inc.onset_step - gap
         inc.events = [e for e in all_events if lo <= e.step <= inc.span_end and e.step > start_end]
         _mark_nonfinite_peak(inc, data)
-    _explain(incidents, data, sc, rules, cfg, missing, checkpoints or [], gpu_hour_cost)
+    _explain(
+        incidents, data, sc, rules, cfg, missing, checkpoints or [], gpu_hour_cost, others or []
+    )
     nm = near_misses(data, sc, incidents, burn_step, cfg)
     return Detection(data.run_id, incidents, nm, missing, data.last_step)
 
@@ -241,12 +247,20 @@ def _explain(
     missing: list[str],
     checkpoints: list[Checkpoint],
     gpu_hour_cost: float | None,
+    others: list[recurrence.RunSpikes],
 ) -> None:
     ctx = run_context(data, [s for i in incidents for s, _ in i.peaks if i.origin == "loss"])
+    have = data.evidence_sources()
+    tps = recurrence.tokens_per_step(data.config)
     for n, inc in enumerate(incidents):  # in onset order: a feature reads earlier causes
         compute(inc, data, ctx, cfg, incidents[:n])
-        inc.evidence = _shape_evidence(inc)
-        classify(inc, rules, cfg, missing)
+        if inc.origin == "loss":
+            inc.features.update(recurrence.cross_features(inc, data.interval, tps, others))
+        shape = _shape_evidence(inc)
+        inc.evidence = list(shape)
+        classify(inc, rules, cfg, missing)  # the findings table: every rule, fired or not
+        inc.evidence = shape
+        explain(inc, rules, have, cfg, missing)  # the stated cause, from the hypotheses
     causes = [i.cause for i in incidents]
     for inc in incidents:
         advise(inc, data, checkpoints, causes.count(inc.cause), cfg, gpu_hour_cost)
