@@ -21,7 +21,7 @@ open (not evaluable), at most two.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from forensics.detect.classify import COMPETE_MARGIN
 from forensics.detect.config import DetectConfig
@@ -39,7 +39,7 @@ from forensics.detect.rules import Rule, _plain
 _ORDER = {"supported": 0, "not_evaluable": 1, "against": 2}
 
 
-def weigh(rule: Rule, features: dict[str, object], have: set[str]) -> Hypothesis:
+def weigh(rule: Rule, features: Mapping[str, object], have: set[str]) -> Hypothesis:
     """One rule's hypothesis on one incident (see the module doc)."""
     finding = rule.evaluate(features)
     shown = [e for e in finding.evidence if e.value is not None]

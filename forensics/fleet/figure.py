@@ -37,7 +37,9 @@ def overlay(store: Store, rec: FleetRecurrence) -> go.Figure:
     fig = go.Figure()
     for run_id, _peak in rec.runs:
         st, v = _loss(store, run_id, lo, hi)
-        fig.add_trace(go.Scatter(x=st, y=v, mode="lines", name=_short(names[run_id]), line={"width": 1.5}))
+        fig.add_trace(
+            go.Scatter(x=st, y=v, mode="lines", name=_short(names[run_id]), line={"width": 1.5})
+        )
     for run_id in rec.absent:
         st, v = _loss(store, run_id, lo, hi)
         fig.add_trace(
