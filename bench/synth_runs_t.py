@@ -97,12 +97,18 @@ class _D:
     halvings: list[int] = field(default_factory=list)
     garbage: list[int] = field(default_factory=list)
     end: int = 0
+    interval: int = 1
+    mean_window: bool = False
+
+    def seen(self, step: int) -> bool:
+        """Whether the log shows step `step` as a point of its own (not averaged away)."""
+        return step % self.interval == 0 and not (self.mean_window and self.interval > 1)
 
 
 def _decay(n: int, at: int, amp: float, tau: float, rise: int = 0, offset: float = 0.0):  # type: ignore[no-untyped-def]
     t = np.arange(1, n + 1, dtype=float)
     up = np.clip((t - (at - rise)) / max(rise, 1), 0, 1) if rise else (t >= at).astype(float)
-    down = np.where(t >= at, np.exp(-(t - at) / tau), 1.0)
+    down = np.exp(-np.clip(t - at, 0, None) / tau)
     return np.where(t >= at - rise, amp * up * down + offset * (t >= at), 0.0)
 
 
@@ -127,7 +133,8 @@ def _rare(d: _D, s: int, logged: set[str], beta2: float) -> dict[str, Any]:
     own = _decay(d.n, s, amp, tau)
     d.excess += own
     kind, end = _kind(own, s, 0.0)
-    exp = "rare_tokens" if "grad_norm" in logged else "batch_driven"
+    # the batch's one-step gradient is evidence only when that step's grad norm is logged
+    exp = "rare_tokens" if "grad_norm" in logged and s % d.interval == 0 else "batch_driven"
     return _t("rare_tokens", exp, kind, s, [s], end)
 
 
@@ -191,7 +198,10 @@ def _corrupt(d: _D, s: int, logged: set[str], beta2: float) -> dict[str, Any]:
     own = _decay(d.n, s + 1, r.uniform(0.1, 0.35), r.uniform(3, 25))
     d.excess += own
     kind, end = _kind(own, s + 1, 0.0)
-    return _t("data_corruption", "data_corruption", kind, s, [s], end)
+    # the garbage batch's own loss (about ln(vocab)) tells corrupt data; averaged away or
+    # between two logged points, what is left is a batch-shaped spike
+    exp = "data_corruption" if d.seen(s) else "batch_driven"
+    return _t("data_corruption", exp, kind, s, [s], end)
 
 
 def _hw(d: _D, s: int, logged: set[str], beta2: float) -> dict[str, Any]:
@@ -230,7 +240,9 @@ def make_run(seed: int) -> TRun:
     beta2 = 0.999 if "stale_beta2" in kinds else float(rng.choice([0.95, 0.98]))
     if "loss_scale" in logged and precision != "fp16":
         logged.discard("loss_scale")
-    d = _D(rng, n, lr, warm, np.zeros(n), np.zeros(n), np.zeros(n, bool), end=n)
+    mean_window = fmt == "wandb" and rng.random() < 0.5
+    d = _D(rng, n, lr, warm, np.zeros(n), np.zeros(n), np.zeros(n, bool), end=n,
+           interval=interval, mean_window=mean_window)  # fmt: skip
     truth = []
     slots = np.linspace(0.25, 0.85, len(kinds) + 1)[: len(kinds)] if kinds else []
     for kind, at in zip(kinds, slots, strict=True):
@@ -241,7 +253,8 @@ def make_run(seed: int) -> TRun:
         truth.append(INJECT[kind](d, s, logged, beta2))
     base = _loss_base(rng, n, lr, peak)
     log_loss = base + d.excess
-    log_loss += _ar_t(rng, n, rng.uniform(0.2, 0.8), rng.uniform(3, 8), rng.uniform(0.006, 0.02))
+    # heavy tails, but no tail so heavy that noise alone makes an unlabelled +15% batch spike
+    log_loss += _ar_t(rng, n, rng.uniform(0.2, 0.8), rng.uniform(4.5, 10), rng.uniform(0.004, 0.01))
     for g in d.garbage:
         log_loss[g - 1] = base[0] + math.log(rng.uniform(0.85, 1.15))
     loss = np.exp(log_loss)
@@ -257,7 +270,6 @@ def make_run(seed: int) -> TRun:
         series["loss_scale"] = scale
     series["param_norm"] = 300 + np.cumsum(np.full(n, 0.01)) + np.cumsum(np.clip(d.gmul, 0, None)) * 0.05
     end = d.end
-    mean_window = fmt == "wandb" and rng.random() < 0.5
     idx = np.arange(interval - 1, end, interval)
     values = {}
     for k in logged:

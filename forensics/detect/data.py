@@ -115,6 +115,8 @@ class RunData:
     def evidence_sources(self) -> set[str]:
         """The EVIDENCE_SOURCES this run has (logged metrics, config values, batches)."""
         out = {n for n in EVIDENCE_SOURCES if self.has(n)}
+        if self.has("grad_norm") and _interval(self.aux["grad_norm"]) > 1:
+            out.discard("grad_norm")  # a batch's one-step gradient falls between the points
         for key, name in (("beta2", "beta2"), ("precision", "precision")):
             if self.config.get(key) not in (None, ""):
                 out.add(name)
@@ -129,6 +131,10 @@ class RunData:
     def _not_fp16(self) -> bool:
         p = str(self.config.get("precision") or "").lower()
         return p in ("bf16", "fp32", "fp8")
+
+
+def _interval(m: Metric) -> float:
+    return float(np.median(np.diff(m.steps))) if len(m) > 1 else 1.0
 
 
 def _metric(frame: pl.DataFrame, name: str) -> Metric:
