@@ -205,6 +205,7 @@ def _corrupt(d: _D, s: int, logged: set[str], beta2: float) -> dict[str, Any]:
 
 
 def _hw(d: _D, s: int, logged: set[str], beta2: float) -> dict[str, Any]:
+    s -= s % d.interval  # a fault on a step the log prints (else the log holds no trace of it)
     d.nan[s - 1] = True
     return _t("hardware_fault", "hardware_fault", "recoverable", s, [s], s + 1)
 

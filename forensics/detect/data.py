@@ -34,7 +34,8 @@ CAUSE_METRICS = ("grad_norm", "lr", "loss_scale", "skipped_iters", "param_norm",
 # What a rule may `need` to be evaluated (rules/*.yaml `needs`), and what to tell the user
 # to log when it is missing: metrics, config values and the batches' token ids.
 EVIDENCE_SOURCES: dict[str, str] = {
-    "grad_norm": "the pre-clip gradient norm every step",
+    "grad_norm": "the pre-clip gradient norm",
+    "grad_norm_every_step": "the pre-clip gradient norm every step (a batch's gradient is one step)",
     "lr": "the learning rate every step (or warmup_steps and the peak LR in the config)",
     "adam_v_mean": "Adam's second-moment mean (exp_avg_sq) every step",
     "beta2": "Adam's beta2 in the run config",
@@ -115,8 +116,8 @@ class RunData:
     def evidence_sources(self) -> set[str]:
         """The EVIDENCE_SOURCES this run has (logged metrics, config values, batches)."""
         out = {n for n in EVIDENCE_SOURCES if self.has(n)}
-        if self.has("grad_norm") and _interval(self.aux["grad_norm"]) > 1:
-            out.discard("grad_norm")  # a batch's one-step gradient falls between the points
+        if self.has("grad_norm") and _interval(self.aux["grad_norm"]) <= 1:
+            out.add("grad_norm_every_step")  # else a batch's one-step gradient can fall between
         for key, name in (("beta2", "beta2"), ("precision", "precision")):
             if self.config.get(key) not in (None, ""):
                 out.add(name)
