@@ -182,7 +182,7 @@ def _lr(d: _D, s: int, logged: set[str], beta2: float) -> dict[str, Any]:
 
 def _fp16(d: _D, s: int, logged: set[str], beta2: float) -> dict[str, Any]:
     r = d.rng
-    d.halvings = sorted(s + r.choice(np.arange(0, 25), int(r.integers(3, 6)), replace=False))
+    d.halvings += sorted(s + r.choice(np.arange(0, 25), int(r.integers(3, 6)), replace=False))
     peak = s + int(r.integers(3, 15))
     own = _decay(d.n, peak, r.uniform(0.3, 0.9), r.uniform(10, 50), rise=peak - s)
     d.excess += own
@@ -277,7 +277,8 @@ def make_run(seed: int) -> TRun:
         v = series[k][:end]
         if mean_window and k == "loss" and interval > 1:
             c = np.concatenate([[0.0], np.cumsum(np.nan_to_num(v, nan=np.inf))])
-            values[k] = (c[idx + 1] - c[idx + 1 - interval]) / interval
+            with np.errstate(invalid="ignore"):  # inf - inf: a window holding a NaN is NaN
+                values[k] = (c[idx + 1] - c[idx + 1 - interval]) / interval
         else:
             values[k] = v[idx]
     cfg = {"peak_lr": peak, "warmup_steps": warm, "schedule": sched, "precision": precision,
