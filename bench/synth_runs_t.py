@@ -275,12 +275,11 @@ def make_run(seed: int) -> TRun:
     values = {}
     for k in logged:
         v = series[k][:end]
-        if mean_window and k == "loss" and interval > 1:
-            c = np.concatenate([[0.0], np.cumsum(np.nan_to_num(v, nan=np.inf))])
-            with np.errstate(invalid="ignore"):  # inf - inf: a window holding a NaN is NaN
-                values[k] = (c[idx + 1] - c[idx + 1 - interval]) / interval
+        if mean_window and k == "loss" and interval > 1:  # a NaN spoils its own window only
+            values[k] = v[: len(idx) * interval].reshape(len(idx), interval).mean(axis=1)
         else:
             values[k] = v[idx]
+    truth = [t for t in truth if _visible(t, d, idx, mean_window)]
     cfg = {"peak_lr": peak, "warmup_steps": warm, "schedule": sched, "precision": precision,
            "global_batch_size": 512, "seq_length": 2048, "train_iters": n}  # fmt: skip
     if rng.random() < 0.7:
@@ -292,6 +291,24 @@ def make_run(seed: int) -> TRun:
             tr["end"] = None
     name = f"trun-{seed:06d}-{'-'.join(kinds) or 'clean'}"
     return TRun(name, np.arange(1, n + 1)[idx], values, cfg, interval, fmt, truth)
+
+
+def _visible(t: dict[str, Any], d: _D, idx: np.ndarray, mean_window: bool) -> bool:
+    """An incident the log can show: a non-finite value or a scale collapse, or a noise-free
+    excess of 15% (the least any real spike shows) at a logged point (a spike that decays between two points is not there)."""
+    if t["cause"] in ("hardware_fault", "fp16_overflow") or t["type"] != "recoverable":
+        return True
+    lo, hi = t["onset"] - 1, max(t["peaks"]) + WINDOW
+    if mean_window and d.interval > 1:
+        ex = d.excess[: len(idx) * d.interval].reshape(len(idx), d.interval)
+        seen = np.log(np.exp(ex).mean(axis=1))
+    else:
+        seen = d.excess[idx]
+    steps = idx + 1
+    inside = (steps >= lo) & (steps <= hi)
+    return bool(inside.any() and seen[inside].max() >= math.log(1.15)) or bool(
+        t["onset"] in d.garbage and d.seen(t["onset"])
+    )
 
 
 def write_run(run: TRun, folder: Path) -> Path:
