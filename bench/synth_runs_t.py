@@ -54,9 +54,11 @@ def _ar_t(rng: np.random.Generator, n: int, phi: float, df: float, scale: float)
     return out * math.sqrt(1 - phi**2)  # stationary scale ~ `scale`
 
 
-def _schedule(rng: np.random.Generator, n: int) -> tuple[np.ndarray, float, int, str]:
+def _schedule(
+    rng: np.random.Generator, n: int, min_warm: int
+) -> tuple[np.ndarray, float, int, str]:
     peak = float(10 ** rng.uniform(-3.7, -2.7))
-    warm = int(rng.uniform(0.02, 0.12) * n)
+    warm = max(min_warm, int(rng.uniform(0.02, 0.12) * n))
     t = np.arange(1, n + 1, dtype=float)
     ramp = np.minimum(1.0, t / warm)
     kind = str(rng.choice(["cyclic", "sgdr", "invsqrt", "wsd"]))
@@ -231,8 +233,8 @@ def make_run(seed: int) -> TRun:
     fmt = str(rng.choice(list(PROFILES), p=[0.35, 0.25, 0.4]))
     logged = set(PROFILES[fmt])
     interval = int(rng.choice([1, 1, 2, 4, 8, 20] if fmt != "modded" else [1, 1, 2]))
-    lr, peak, warm, sched = _schedule(rng, n)
     kinds = [] if rng.random() < 0.2 else list(rng.choice(KINDS, int(rng.integers(1, 3))))
+    lr, peak, warm, sched = _schedule(rng, n, 500 if "lr_too_high" in kinds else 0)
     if "lr_too_high" in kinds:
         kinds = ["lr_too_high"]  # a run that diverges has nothing after it
     if "stale_beta2" in kinds:
@@ -248,9 +250,8 @@ def make_run(seed: int) -> TRun:
     slots = np.linspace(0.25, 0.85, len(kinds) + 1)[: len(kinds)] if kinds else []
     for kind, at in zip(kinds, slots, strict=True):
         s = int(at * n + rng.uniform(0, 0.1) * n)
-        if kind == "lr_too_high":
-            s = int(warm + rng.uniform(0, 0.05) * n)  # the end of warm-up
-            s = max(s, 600)
+        if kind == "lr_too_high":  # the end of warm-up, where the LR is at its top
+            s = max(int(warm * rng.uniform(1.0, 1.3)), 600)
         truth.append(INJECT[kind](d, s, logged, beta2))
     base = _loss_base(rng, n, lr, peak)
     log_loss = base + d.excess
