@@ -65,7 +65,7 @@ def _schedule(
     u = np.clip(t - warm, 0, None)
     if kind == "cyclic":
         period = rng.uniform(0.15, 0.4) * n
-        shape = 0.55 + 0.45 * (1 - np.abs((u / period) % 2 - 1))
+        shape = 0.55 + 0.45 * np.abs((u / period) % 2 - 1)  # from the top, down and back
     elif kind == "sgdr":
         period = rng.uniform(0.2, 0.5) * n
         shape = 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * ((u / period) % 1)))
@@ -286,6 +286,9 @@ def make_run(seed: int) -> TRun:
     if rng.random() < 0.7:
         cfg["adam_beta2"] = beta2
     for tr in truth:  # beta2 only tells stale_beta2 when the config gives it
+        if (tr["expected_cause"] == "batch_driven" and precision == "fp16"
+                and "loss_scale" not in logged and interval > 1):  # fmt: skip
+            tr["expected_cause"] = "unknown"  # an overflow's ramp can hide in one sparse point
         if tr["cause"] == "stale_beta2" and "adam_beta2" not in cfg:
             tr["expected_cause"] = "unknown"
         if tr["end"] is not None and tr["end"] > end:
