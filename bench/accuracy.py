@@ -155,10 +155,18 @@ def evaluate_seed_t(seed: int, direct: bool) -> Scored:
                "warmup_steps": c["warmup_steps"]}  # fmt: skip
         det = detect_data(run_data(frame, cfg, run.name), rules)
         detected = [
-            clean({"id": i.id, "peak_step": i.peak_step, "onset_step": i.onset_step,
-                   "end_step": i.end_step, "type": i.type, "cause": i.cause,
-                   "confidence": i.confidence,
-                   "peaks": [{"step": s, "value": v} for s, v in i.peaks]})  # fmt: skip
+            clean(
+                {
+                    "id": i.id,
+                    "peak_step": i.peak_step,
+                    "onset_step": i.onset_step,
+                    "end_step": i.end_step,
+                    "type": i.type,
+                    "cause": i.cause,
+                    "confidence": i.confidence,
+                    "peaks": [{"step": s, "value": v} for s, v in i.peaks],
+                }
+            )  # fmt: skip
             for i in det.incidents
         ]
         last = det.last_step

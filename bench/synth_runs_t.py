@@ -270,7 +270,9 @@ def make_run(seed: int) -> TRun:
         for h in d.halvings:
             scale[h - 1 :] /= 2
         series["loss_scale"] = scale
-    series["param_norm"] = 300 + np.cumsum(np.full(n, 0.01)) + np.cumsum(np.clip(d.gmul, 0, None)) * 0.05
+    series["param_norm"] = (
+        300 + np.cumsum(np.full(n, 0.01)) + np.cumsum(np.clip(d.gmul, 0, None)) * 0.05
+    )
     end = d.end
     idx = np.arange(interval - 1, end, interval)
     values = {}
@@ -299,7 +301,8 @@ def make_run(seed: int) -> TRun:
 
 def _visible(t: dict[str, Any], d: _D, idx: np.ndarray, mean_window: bool) -> bool:
     """An incident the log can show: a non-finite value or a scale collapse, or a noise-free
-    excess of 15% (the least any real spike shows) at a logged point (a spike that decays between two points is not there)."""
+    excess of 15% (the least any real spike shows) at a logged point; a spike that decays
+    between two logged points is not in the log."""
     if t["cause"] in ("hardware_fault", "fp16_overflow") or t["type"] != "recoverable":
         return True
     lo, hi = t["onset"] - 1, max(t["peaks"]) + WINDOW

@@ -35,7 +35,8 @@ CAUSE_METRICS = ("grad_norm", "lr", "loss_scale", "skipped_iters", "param_norm",
 # to log when it is missing: metrics, config values and the batches' token ids.
 EVIDENCE_SOURCES: dict[str, str] = {
     "grad_norm": "the pre-clip gradient norm",
-    "grad_norm_every_step": "the pre-clip gradient norm every step (a batch's gradient is one step)",
+    "grad_norm_every_step": "the pre-clip gradient norm every step (a batch's gradient lasts "
+    "one step)",
     "lr": "the learning rate every step (or warmup_steps and the peak LR in the config)",
     "adam_v_mean": "Adam's second-moment mean (exp_avg_sq) every step",
     "beta2": "Adam's beta2 in the run config",

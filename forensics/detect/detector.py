@@ -128,8 +128,14 @@ def _sigma_at(sc: Screen, step: int) -> float:
     return float(sc.sigma[i]) if len(sc.sigma) else 0.01
 
 
-def _overlaps(c: ev.Cluster, inc: Incident, gap: float) -> bool:
-    return c.first <= inc.span_end and c.last >= inc.onset_step - gap
+def _reach(inc: Incident, last_step: int) -> float:
+    """Last step an incident owns: a divergent run never came back, so everything after its
+    onset (the NaNs it ends in, scaler collapses) is the same incident, not a new one."""
+    return float(last_step) if inc.type == DIVERGENT else inc.span_end
+
+
+def _overlaps(c: ev.Cluster, inc: Incident, gap: float, last_step: int) -> bool:
+    return c.first <= _reach(inc, last_step) and c.last >= inc.onset_step - gap
 
 
 def event_incident(c: ev.Cluster, sc: Screen, data: RunData, cfg: DetectConfig) -> Incident:
@@ -223,13 +229,14 @@ def detect_data(
     for c in clusters:
         if c.first <= start_end and not c.count("nonfinite_loss"):
             continue
-        if c.stands_alone(cfg) and not any(_overlaps(c, i, gap) for i in incidents):
+        if c.stands_alone(cfg) and not any(_overlaps(c, i, gap, data.last_step) for i in incidents):
             incidents.append(event_incident(c, sc, data, cfg))
     incidents.sort(key=lambda i: i.onset_step)
     for n, inc in enumerate(incidents, 1):
         inc.id = n
         lo = inc.onset_step - gap
-        inc.events = [e for e in all_events if lo <= e.step <= inc.span_end and e.step > start_end]
+        hi = _reach(inc, data.last_step)
+        inc.events = [e for e in all_events if lo <= e.step <= hi and e.step > start_end]
         _mark_nonfinite_peak(inc, data)
     _explain(
         incidents, data, sc, rules, cfg, missing, checkpoints or [], gpu_hour_cost, others or []

@@ -101,18 +101,28 @@ def choose(ranked: list[Hypothesis]) -> tuple[Hypothesis | None, float]:
 
 
 def log_next(ranked: list[Hypothesis], limit: int = 2) -> list[LogNext]:
-    """The missing evidence that would evaluate the most open causes (at most `limit`)."""
+    """The missing evidence that would evaluate the most open causes (at most `limit`).
+
+    Sources are grouped by what to log (`grad_norm_every_step` is the metric grad_norm,
+    asked for every step), so one metric is advised once, for every cause it opens."""
     opened: dict[str, list[str]] = {}
+    asked: dict[str, str] = {}
     for h in ranked:
         if h.status == "not_evaluable":
-            for m in h.needs:
-                opened.setdefault(m, []).append(h.cause)
-    order = list(EVIDENCE_SOURCES)
+            for source in h.needs:
+                metric = source.removesuffix("_every_step")
+                opened.setdefault(metric, [])
+                if h.cause not in opened[metric]:
+                    opened[metric].append(h.cause)
+                if source.endswith("_every_step") or metric not in asked:
+                    asked[metric] = source
+    order = [s.removesuffix("_every_step") for s in EVIDENCE_SOURCES]
     picks = sorted(opened.items(), key=lambda kv: (-len(kv[1]), order.index(kv[0])))[:limit]
     out = []
     for metric, causes in picks:
         what = " and ".join(c.replace("_", " ") for c in causes)
-        out.append(LogNext(metric, causes, f"log {EVIDENCE_SOURCES[metric]} to evaluate {what}"))
+        text = EVIDENCE_SOURCES[asked[metric]]
+        out.append(LogNext(metric, causes, f"log {text} to evaluate {what}"))
     return out
 
 
