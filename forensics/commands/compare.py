@@ -32,7 +32,8 @@ def compare(
     from forensics.store import open_store
 
     with open_store(db) as store:
-        store.resolve_run(None) if not store.run_names() else None
+        if not store.run_names():
+            store.resolve_run(None)  # raises the store's one-line "no run" error
         fleet = run_compare(store, out, png=not no_png, rules_dirs=rules or [])
     print_fleet(fleet, out_console)
     for note in fleet.notes:
