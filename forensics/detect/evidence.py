@@ -120,7 +120,8 @@ def log_next(ranked: list[Hypothesis], limit: int = 2) -> list[LogNext]:
     picks = sorted(opened.items(), key=lambda kv: (-len(kv[1]), order.index(kv[0])))[:limit]
     out = []
     for metric, causes in picks:
-        what = " and ".join(c.replace("_", " ") for c in causes)
+        names = [c.replace("_", " ") for c in causes]
+        what = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
         text = EVIDENCE_SOURCES[asked[metric]]
         out.append(LogNext(metric, causes, f"log {text} to evaluate {what}"))
     return out
