@@ -45,7 +45,9 @@ from scipy.signal import lfilter
 
 from forensics.detect.model import CAUSES as DETECT_CAUSES
 
-CAUSES = tuple(c for c in DETECT_CAUSES if c != "unknown")  # the ones a generator can inject
+# the ones a generator can inject (batch_driven is what a log says of rare tokens or corrupt
+# data when it cannot tell them apart, not a mechanism of its own)
+CAUSES = tuple(c for c in DETECT_CAUSES if c not in ("unknown", "batch_driven"))
 FORMATS = ("jsonl", "csv", "megatron", "tensorboard")
 RECOVERY_WINDOW = 500
 TOL = math.log1p(0.03)
@@ -60,7 +62,9 @@ class Truth:
     onset: int
     peaks: list[int]
     end: int | None  # noise-free recovery step (None when it never recovers)
-    expected_cause: str  # cause, or "unknown" when the metrics that tell it are not logged
+    # cause; batch_driven for a batch whose kind the log cannot tell (no grad norm); or
+    # "unknown" when the metrics that tell it are not logged
+    expected_cause: str
     recovery: str
     detail: str = ""
 
@@ -232,7 +236,7 @@ def rare_tokens(d: Draft, s0: int, logged: set[str]) -> Truth:
     )
     rise_from = max(gstep - int(r.integers(0, 3)), peak - 4) if lag else peak
     kind, end = _type_of(d, _profile(d.n, rise_from, peak, amp, tau, offset), peak, offset)
-    exp = "rare_tokens" if "grad_norm" in logged else "unknown"
+    exp = "rare_tokens" if "grad_norm" in logged else "batch_driven"
     rec = "continue" if kind == "recoverable" else "restart_from_checkpoint"
     return Truth("rare_tokens", kind, rise_from, [peak], end, exp, rec, f"grad x{ratio:.0f}")
 
@@ -246,7 +250,7 @@ def rare_batch_itself(d: Draft, s0: int, logged: set[str]) -> Truth:
     ratio = float(10 ** r.uniform(1, 2))
     _spike_grad(d, s0, ratio, width=0.5)
     d.dl[s0 - 1] += math.log(r.uniform(1.5, 6.0))
-    exp = "rare_tokens" if "grad_norm" in logged else "unknown"
+    exp = "rare_tokens" if "grad_norm" in logged else "batch_driven"
     truth = Truth("rare_tokens", "recoverable", s0, [s0], s0 + d.interval, exp, "continue")
     truth.detail = f"own loss, grad x{ratio:.0f}"
     return truth

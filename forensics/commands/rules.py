@@ -60,6 +60,8 @@ def test(rules: list[Path] | None = RULES_OPTION) -> None:
 
     results = run_fixtures(load_rules(rules or []))
     failed = [r for r in results if not r.passed]
+    real = [r for r in results if "real_log" in r.features]
+    skipped = [r for r in real if r.skipped]
     for r in failed:
         want = "fire" if r.kind == "trigger" else "not fire"
         err_console.print(
@@ -67,7 +69,12 @@ def test(rules: list[Path] | None = RULES_OPTION) -> None:
             highlight=False,
             markup=False,
         )
-    out_console.print(f"passed {len(results) - len(failed)} of {len(results)} fixtures")
+    out_console.print(
+        f"passed {len(results) - len(failed)} of {len(results)} fixtures "
+        f"({len(real) - len(skipped)} from real logs"
+        + (f", {len(skipped)} skipped: {skipped[0].skipped}" if skipped else "")
+        + ")"
+    )
     if failed:
         raise typer.Exit(1)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from forensics.detect.config import DetectConfig
 
 if TYPE_CHECKING:
+    from forensics.detect import recurrence
     from forensics.detect.data import RunData, run_data
     from forensics.detect.detector import detect_data
     from forensics.detect.model import Detection, Incident, NearMiss
@@ -51,26 +52,52 @@ def detect(
     rules: list[Rule] | None = None,
     gpu_hour_cost: float | None = None,
 ) -> list[Detection]:
-    """Detect incidents in `run` (every run of the store when None) and store them."""
-    from forensics.detect import coverage
-    from forensics.detect import store as detect_store
-    from forensics.detect.detector import detect_data
+    """Detect incidents in `run` (every run of the store when None) and store them.
+
+    Cross-run evidence reads the spikes the other runs of the store have stored. Detecting
+    every run (run=None) of a store with several runs therefore takes two passes: the first
+    stores every run's incidents, the second re-explains each run knowing all the others,
+    so the result does not depend on the order the runs were ingested in. The store's
+    `recurrences` table is rebuilt at the end."""
+    from forensics.detect import recurrence
     from forensics.detect.rules import load_rules
 
     rules = rules if rules is not None else load_rules(rules_dirs)
     run_ids = [store.resolve_run(run)] if run is not None else store.run_names()
     if not run_ids:
         store.resolve_run(None)  # raises: the database holds no run
-    out = []
-    for run_id in run_ids:
-        data = detect_store.load_run(store, run_id)
-        ckpts = detect_store.checkpoints(store, run_id)
-        det = detect_data(data, rules, config, ckpts, gpu_hour_cost)
-        detect_store.write(store, det)
-        if det.coverage is not None:
-            coverage.write(store, run_id, det.coverage)
-        out.append(det)
+    passes = 2 if run is None and len(run_ids) > 1 else 1
+    for _ in range(passes):
+        spikes = recurrence.run_spikes(store)
+        out = [_detect_one(store, r, rules, config, gpu_hour_cost, spikes) for r in run_ids]
+    recurrence.write(store, recurrence.find(recurrence.run_spikes(store)))
     return out
+
+
+def _detect_one(
+    store: Store,
+    run_id: str,
+    rules: list[Rule],
+    config: DetectConfig | None,
+    gpu_hour_cost: float | None,
+    spikes: list[recurrence.RunSpikes],
+) -> Detection:
+    from forensics.detect import coverage, explain_store
+    from forensics.detect import store as detect_store
+    from forensics.detect.detector import detect_data
+
+    data = detect_store.load_run(store, run_id)
+    data.has_batches = bool(
+        store.con.execute("SELECT count(*) FROM batches WHERE run_id = ?", [run_id]).fetchone()[0]  # type: ignore[index]
+    )
+    ckpts = detect_store.checkpoints(store, run_id)
+    others = [s for s in spikes if s.run_id != run_id]
+    det = detect_data(data, rules, config, ckpts, gpu_hour_cost, others)
+    detect_store.write(store, det)
+    explain_store.write(store, det)
+    if det.coverage is not None:
+        coverage.write(store, run_id, det.coverage)
+    return det
 
 
 __all__ = [

@@ -32,6 +32,23 @@ AUX_METRICS = (
 # The metrics the cause rules read: what "not logged" is reported against.
 CAUSE_METRICS = ("grad_norm", "lr", "loss_scale", "skipped_iters", "param_norm", "adam_v_mean")
 
+# What a rule may `need` to be evaluated (rules/*.yaml `needs`), and what to tell the user
+# to log when it is missing: metrics, config values and the batches' token ids.
+EVIDENCE_SOURCES: dict[str, str] = {
+    "grad_norm": "the pre-clip gradient norm",
+    "grad_norm_every_step": "the pre-clip gradient norm every step (a batch's gradient lasts "
+    "one step)",
+    "lr": "the learning rate every step (or warmup_steps and the peak LR in the config)",
+    "adam_v_mean": "Adam's second-moment mean (exp_avg_sq) every step",
+    "beta2": "Adam's beta2 in the run config",
+    "param_norm": "the parameter norm every step",
+    "update_norm": "the update norm every step",
+    "loss_scale": "the fp16 loss scale every step",
+    "skipped_iters": "skipped iterations / overflow events",
+    "precision": "the training precision (fp16, bf16) in the run config",
+    "batch_tokens": "the token ids of each step's batch (a batch manifest), for replay",
+}
+
 
 @dataclass
 class Metric:
@@ -69,6 +86,9 @@ class RunData:
     wall: Metric | None = None
     # (step, kind, detail) rows of the store's `events` table
     events: list[tuple[int | None, str, str]] = field(default_factory=list)
+    # the store holds the token ids of the run's batches (a manifest): replay can tell
+    # rare tokens from corrupt data
+    has_batches: bool = False
 
     @property
     def first_step(self) -> int:
@@ -95,9 +115,29 @@ class RunData:
         skip = {"loss_scale", "skipped_iters"} if self._not_fp16() else set()
         return [n for n in names if not self.has(n) and n not in skip]
 
+    def evidence_sources(self) -> set[str]:
+        """The EVIDENCE_SOURCES this run has (logged metrics, config values, batches)."""
+        out = {n for n in EVIDENCE_SOURCES if self.has(n)}
+        if self.has("grad_norm") and _interval(self.aux["grad_norm"]) <= 1:
+            out.add("grad_norm_every_step")  # else a batch's one-step gradient can fall between
+        for key, name in (("beta2", "beta2"), ("precision", "precision")):
+            if self.config.get(key) not in (None, ""):
+                out.add(name)
+        if self.config.get("peak_lr") is not None and self.config.get("warmup_steps") is not None:
+            out.add("lr")
+        if self.has("overflow"):
+            out.add("skipped_iters")
+        if self.has_batches:
+            out.add("batch_tokens")
+        return out
+
     def _not_fp16(self) -> bool:
         p = str(self.config.get("precision") or "").lower()
         return p in ("bf16", "fp32", "fp8")
+
+
+def _interval(m: Metric) -> float:
+    return float(np.median(np.diff(m.steps))) if len(m) > 1 else 1.0
 
 
 def _metric(frame: pl.DataFrame, name: str) -> Metric:

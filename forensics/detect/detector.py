@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from forensics.detect import events as ev
+from forensics.detect import recurrence
 from forensics.detect.classify import classify, lr_phase
 from forensics.detect.config import DetectConfig
 from forensics.detect.coverage import Coverage
 from forensics.detect.data import RunData
+from forensics.detect.evidence import explain
 from forensics.detect.features import compute, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
 from forensics.detect.recovery import Checkpoint, advise
@@ -127,8 +129,14 @@ def _sigma_at(sc: Screen, step: int) -> float:
     return float(sc.sigma[i]) if len(sc.sigma) else 0.01
 
 
-def _overlaps(c: ev.Cluster, inc: Incident, gap: float) -> bool:
-    return c.first <= inc.span_end and c.last >= inc.onset_step - gap
+def _reach(inc: Incident, last_step: int) -> float:
+    """Last step an incident owns: a divergent run never came back, so everything after its
+    onset (the NaNs it ends in, scaler collapses) is the same incident, not a new one."""
+    return float(last_step) if inc.type == DIVERGENT else inc.span_end
+
+
+def _overlaps(c: ev.Cluster, inc: Incident, gap: float, last_step: int) -> bool:
+    return c.first <= _reach(inc, last_step) and c.last >= inc.onset_step - gap
 
 
 def event_incident(c: ev.Cluster, sc: Screen, data: RunData, cfg: DetectConfig) -> Incident:
@@ -203,8 +211,10 @@ def detect_data(
     cfg: DetectConfig | None = None,
     checkpoints: list[Checkpoint] | None = None,
     gpu_hour_cost: float | None = None,
+    others: list[recurrence.RunSpikes] | None = None,
 ) -> Detection:
-    """Find, type, explain and advise on every incident of one run."""
+    """Find, type, explain and advise on every incident of one run. `others`: the other
+    runs of the store (their spikes give the cross-run features)."""
     cfg = cfg or DetectConfig()
     missing = data.missing()
     notes: list[str] = []
@@ -226,15 +236,18 @@ def detect_data(
     for c in clusters:
         if c.first <= start_end and not c.unexplained_nonfinite():
             continue
-        if c.stands_alone(cfg) and not any(_overlaps(c, i, gap) for i in incidents):
+        if c.stands_alone(cfg) and not any(_overlaps(c, i, gap, data.last_step) for i in incidents):
             incidents.append(event_incident(c, sc, data, cfg))
     incidents.sort(key=lambda i: i.onset_step)
     for n, inc in enumerate(incidents, 1):
         inc.id = n
         lo = inc.onset_step - gap
-        inc.events = [e for e in all_events if lo <= e.step <= inc.span_end and e.step > start_end]
+        hi = _reach(inc, data.last_step)
+        inc.events = [e for e in all_events if lo <= e.step <= hi and e.step > start_end]
         _mark_nonfinite_peak(inc, data)
-    _explain(incidents, data, sc, rules, cfg, missing, checkpoints or [], gpu_hour_cost)
+    _explain(
+        incidents, data, sc, rules, cfg, missing, checkpoints or [], gpu_hour_cost, others or []
+    )
     for inc in incidents:
         inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
     nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
@@ -309,12 +322,20 @@ def _explain(
     missing: list[str],
     checkpoints: list[Checkpoint],
     gpu_hour_cost: float | None,
+    others: list[recurrence.RunSpikes],
 ) -> None:
     ctx = run_context(data, [s for i in incidents for s, _ in i.peaks if i.origin == "loss"])
+    have = data.evidence_sources()
+    tps = recurrence.tokens_per_step(data.config)
     for n, inc in enumerate(incidents):  # in onset order: a feature reads earlier causes
         compute(inc, data, ctx, cfg, incidents[:n])
-        inc.evidence = _shape_evidence(inc)
-        classify(inc, rules, cfg, missing)
+        if inc.origin == "loss":
+            inc.features.update(recurrence.cross_features(inc, data.interval, tps, others))
+        shape = _shape_evidence(inc)
+        inc.evidence = list(shape)
+        classify(inc, rules, cfg, missing)  # the findings table: every rule, fired or not
+        inc.evidence = shape
+        explain(inc, rules, have, cfg, missing)  # the stated cause, from the hypotheses
         lr_phase(inc, data)
     causes = [i.cause for i in incidents]
     for inc in incidents:

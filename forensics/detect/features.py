@@ -26,6 +26,8 @@ FEATURES: dict[str, str] = {
     "jump_share": "share of the rise reached at the onset point (1 = the loss jumped at once)",
     "single_point": "1 when the excursion is one logged point and the next point is back "
     "near the trend, else 0",
+    "single_point_peaks": "share of the incident's peaks that are one logged point with the "
+    "next point back near the trend (1: every peak is one batch's own loss)",
     "next_excess": "loss at the first logged point after the peak / trend - 1 (how much of a "
     "spike follows the peak point)",
     "peak_drop": "share of the rise lost at the first logged point after the peak (1 = back "
@@ -67,6 +69,8 @@ FEATURES: dict[str, str] = {
     "largest logged)",
     "warmup_progress": "onset step / end of warm-up (config warmup_steps, else the first step "
     "where the logged LR reaches 98% of its peak)",
+    "lr_phase": "warmup, peak or decay: where the onset sits in the LR schedule (logged LR, "
+    "else the config's warmup_steps / peak_lr); None when neither is known",
     "recurrence": "other loss excursions of the run within recurrence_steps of the onset",
     "spikes_in_run": "loss excursions in the whole run",
     "lr_vs_earlier_lr_too_high": "learning rate at the onset / the highest learning rate at "
@@ -80,6 +84,11 @@ FEATURES: dict[str, str] = {
     "skipped": "skipped iterations (and scaler overflow reports) over the same span",
     "nan_iters": "NaN iterations counted by the trainer over the same span",
     "log_interval": "median steps between logged loss points",
+    # across runs of one store (recurrence.py; None when the store holds no other run)
+    "cross_runs": "other runs of the store with a loss spike at the same step (or the same "
+    "tokens consumed) as one of this incident's peaks",
+    "cross_runs_covering": "other runs of the store whose loss log covers this incident's "
+    "peak step",
 }
 
 
@@ -155,7 +164,36 @@ def compute(
     f.update(_optimizer(inc, data, ctx, cfg))
     f.update(_scaler(inc, data, cfg))
     f["lr_vs_earlier_lr_too_high"] = _lr_recurrence(inc, data, earlier or [], cfg)
+    f["single_point_peaks"] = _single_point_peaks(inc, data, cfg)
+    f["lr_phase"] = _lr_phase(f.get("lr_frac"), f.get("warmup_progress"))
     inc.features = f
+
+
+def _lr_phase(lr_frac: FeatureValue, warmup_progress: FeatureValue) -> str | None:
+    """Warm-up before the schedule's peak, `peak` within 10% of the peak LR, else decay."""
+    if isinstance(warmup_progress, float) and warmup_progress < 0.98:
+        return "warmup"
+    if isinstance(lr_frac, float):
+        return "peak" if lr_frac >= 0.9 else "decay"
+    return "peak" if isinstance(warmup_progress, float) and warmup_progress <= 1.1 else None
+
+
+def _single_point_peaks(inc: Incident, data: RunData, cfg: DetectConfig) -> float | None:
+    """Share of peaks that are one logged point between two points near the trend: the
+    signature of a batch whose own loss was high, each peak healed at the next point."""
+    st, v = data.loss.steps, data.loss.values
+    thr = max(np.log1p(cfg.tolerance), 3 * inc.sigma)
+    finite = [s for s, val in inc.peaks if val is not None and np.isfinite(val)]
+    if not finite:
+        return None
+    ones = 0
+    for step in finite:
+        i = int(np.searchsorted(st, step))
+        if i == 0 or i + 1 >= len(st):
+            continue
+        near = [_log_resid(inc, int(st[j]), float(v[j])) for j in (i - 1, i + 1)]
+        ones += all(r is not None and np.isfinite(r) and r < thr for r in near)
+    return ones / len(finite)
 
 
 def _lr_recurrence(

@@ -15,8 +15,17 @@ CAUSES = (
     "fp16_overflow",
     "data_corruption",
     "hardware_fault",
+    # The parent of rare_tokens and data_corruption: the batch caused it, but the log
+    # cannot say which of the two (no gradient norm, no batch tokens). See BATCH_DRIVEN.
+    "batch_driven",
     "unknown",
 )
+# Causes a coarser cause stands for: naming the child is more precise, never a contradiction.
+PARENT = {"rare_tokens": "batch_driven", "data_corruption": "batch_driven"}
+CAUSE_TITLES = {
+    "batch_driven": "batch-driven (rare tokens or corrupt data: not separable from this log)",
+}
+STATUSES = ("supported", "against", "not_evaluable")
 RECOVERIES = ("continue", "skip_batch", "restart_from_checkpoint", "lower_lr", "data_swap")
 
 FeatureValue = float | str | None
@@ -47,6 +56,32 @@ class Finding:
 
 
 @dataclass
+class Hypothesis:
+    """One cause for one incident, weighed on the evidence the log has.
+
+    status: supported (a rule for it fired), against (the log refutes it), not_evaluable
+    (what would decide it was not logged: `needs` names it)."""
+
+    cause: str
+    status: str
+    confidence: float
+    rule_id: str
+    reason: str
+    needs: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    rank: int = 0
+
+
+@dataclass
+class LogNext:
+    """A metric whose absence kept causes apart, and which causes it would separate."""
+
+    metric: str
+    separates: list[str]
+    why: str
+
+
+@dataclass
 class Incident:
     id: int
     metric: str
@@ -68,6 +103,8 @@ class Incident:
     features: dict[str, FeatureValue] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    log_next: list[LogNext] = field(default_factory=list)
     cause: str = "unknown"
     confidence: float = 0.0
     recovery: str = "continue"

@@ -7,7 +7,10 @@ the FORENSICS_RULES_DIR environment variable; `--rules DIR` adds a user's folder
 (a user rule with the id of a shipped rule replaces it).
 
 Keys, in this order: id, title, status, description, references, cause, condition,
-confidence, recovery, level, falsepositives, fixtures (docs/detection.md shows each).
+against, needs, confidence, recovery, level, falsepositives, fixtures (docs/detection.md
+shows each). `against` (what in the log refutes the cause) and `needs` (what must be
+logged to evaluate it) turn a rule into a hypothesis with a status: supported, against or
+not evaluable (forensics/detect/evidence.py).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from forensics.detect.data import EVIDENCE_SOURCES
 from forensics.detect.expr import ExprError, Expression, parse
 from forensics.detect.features import FEATURES
 from forensics.detect.model import CAUSES, RECOVERIES, Evidence, Finding
@@ -35,6 +39,8 @@ KEYS = (
     "references",
     "cause",
     "condition",
+    "against",
+    "needs",
     "confidence",
     "recovery",
     "level",
@@ -62,6 +68,8 @@ class Rule:
     references: list[str]
     cause: str
     condition: Expression
+    against: Expression | None
+    needs: list[tuple[str, ...]]  # each entry: alternatives, any one of which evaluates it
     base_confidence: float
     adjust: list[Adjust]
     recovery: dict[str, str]  # type -> action
@@ -75,6 +83,8 @@ class Rule:
     def names(self) -> list[str]:
         """Features the rule reads, in a stable order (its evidence)."""
         used = set(self.condition.names)
+        if self.against is not None:
+            used |= self.against.names
         for a in self.adjust:
             used |= a.when.names
         return sorted(used)
@@ -136,6 +146,23 @@ def _expression(path: Path, key: str, text: Any) -> Expression:
             path, key, f"unknown feature(s) {', '.join(unknown)} (see docs/detection.md)"
         )
     return expr
+
+
+def _needs(path: Path, value: Any) -> list[tuple[str, ...]]:
+    """`needs`: a list of evidence sources; `a|b` means either one evaluates the rule."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise RuleError(path, "needs", "must be a list of evidence sources (a or a|b)")
+    out = []
+    for item in value:
+        alts = tuple(a.strip() for a in item.split("|"))
+        unknown = [a for a in alts if a not in EVIDENCE_SOURCES]
+        if unknown:
+            known = ", ".join(EVIDENCE_SOURCES)
+            raise RuleError(path, "needs", f"unknown evidence source {unknown[0]!r} ({known})")
+        out.append(alts)
+    return out
 
 
 def _strings(path: Path, data: Mapping[str, Any], key: str) -> list[str]:
@@ -212,7 +239,12 @@ def _recovery(path: Path, value: Any) -> dict[str, str]:
     return out
 
 
+REAL_KEYS = {"real_log", "step"}
+
+
 def _fixtures(path: Path, value: Any) -> dict[str, list[dict[str, Any]]]:
+    """Feature dicts, or {real_log: FILE under ../shared/real_logs, step: N}: the incident of
+    that real log whose peak is at step N (within 5 steps), with its computed features."""
     if not isinstance(value, dict) or set(value) != {"trigger", "no_trigger"}:
         raise RuleError(path, "fixtures", "must be a mapping with 'trigger' and 'no_trigger' lists")
     out: dict[str, list[dict[str, Any]]] = {}
@@ -221,11 +253,16 @@ def _fixtures(path: Path, value: Any) -> dict[str, list[dict[str, Any]]]:
         if not isinstance(items, list) or not items:
             raise RuleError(path, f"fixtures.{key}", "must be a non-empty list of feature dicts")
         for i, item in enumerate(items):
+            where = f"fixtures.{key}[{i}]"
             if not isinstance(item, dict):
-                raise RuleError(path, f"fixtures.{key}[{i}]", "must be a feature dict")
+                raise RuleError(path, where, "must be a feature dict")
+            if "real_log" in item:
+                if set(item) != REAL_KEYS or not isinstance(item["step"], int):
+                    raise RuleError(path, where, "a real-log fixture is {real_log: FILE, step: N}")
+                continue
             unknown = sorted(set(item) - set(FEATURES))
             if unknown:
-                raise RuleError(path, f"fixtures.{key}[{i}]", f"unknown feature {unknown[0]}")
+                raise RuleError(path, where, f"unknown feature {unknown[0]}")
         out[key] = [dict(x) for x in items]
     return out
 
@@ -251,6 +288,12 @@ def load_rule(path: Path) -> Rule:
         references=_strings(path, data, "references"),
         cause=_one_of(path, "cause", _need(path, data, "cause", str), CAUSES[:-1]),
         condition=_expression(path, "condition", _need(path, data, "condition", str)),
+        against=(
+            _expression(path, "against", data["against"])
+            if data.get("against") is not None
+            else None
+        ),
+        needs=_needs(path, data.get("needs")),
         base_confidence=base,
         adjust=adjust,
         recovery=_recovery(path, _need(path, data, "recovery", (str, dict))),
@@ -330,14 +373,26 @@ class FixtureResult:
     index: int
     passed: bool
     features: dict[str, Any]
+    skipped: str | None = None  # why a real-log fixture could not run
 
 
-def run_fixtures(rules: Iterable[Rule]) -> list[FixtureResult]:
-    """Each rule against its own fixtures: `trigger` ones must fire, `no_trigger` must not."""
+def run_fixtures(rules: Iterable[Rule], real_logs: Path | None = None) -> list[FixtureResult]:
+    """Each rule against its own fixtures: `trigger` ones must fire, `no_trigger` must not.
+    Real-log fixtures are detected from the file (real_fixtures.py), or skipped with the
+    reason when the real logs are not there."""
+    from forensics.detect.real_fixtures import RealFixtures
+
+    real = RealFixtures(real_logs)
     out: list[FixtureResult] = []
     for rule in rules:
         for kind, want in (("trigger", True), ("no_trigger", False)):
             for i, feats in enumerate(rule.fixtures[kind]):
+                if "real_log" in feats:
+                    got, why = real.features(feats["real_log"], feats["step"])
+                    if got is None:
+                        out.append(FixtureResult(rule.id, kind, i, True, feats, why))
+                        continue
+                    feats = {**feats, **got}
                 fired = rule.condition.evaluate(feats) is True
                 out.append(FixtureResult(rule.id, kind, i, fired == want, feats))
     return out

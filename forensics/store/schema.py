@@ -179,6 +179,42 @@ DETECT_DDL += [
     for name, kind in INCIDENT_COLUMNS_V3.items()
 ]
 
+# Issue 15 (additive): each cause's status for each incident, what to log next, and the
+# spikes that recur across the runs of the store (forensics/detect/evidence.py, recurrence.py).
+EXPLAIN_DDL = [
+    """CREATE TABLE IF NOT EXISTS hypotheses (
+        run_id VARCHAR NOT NULL,
+        incident_id INTEGER NOT NULL,
+        rank INTEGER NOT NULL,
+        cause VARCHAR NOT NULL,
+        status VARCHAR NOT NULL,
+        confidence DOUBLE,
+        rule_id VARCHAR,
+        reason VARCHAR,
+        needs JSON,
+        evidence JSON
+    )""",
+    """CREATE TABLE IF NOT EXISTS log_next (
+        run_id VARCHAR NOT NULL,
+        incident_id INTEGER NOT NULL,
+        rank INTEGER NOT NULL,
+        metric VARCHAR NOT NULL,
+        separates JSON,
+        why VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS recurrences (
+        recurrence_id INTEGER NOT NULL,
+        step BIGINT NOT NULL,
+        run_id VARCHAR NOT NULL,
+        peak_step BIGINT NOT NULL,
+        n_runs INTEGER NOT NULL,
+        n_covering INTEGER,
+        shared_data_order BOOLEAN,
+        by_chance DOUBLE,
+        absent_runs JSON
+    )""",
+]
+
 REPLAY_DDL = [
     """CREATE TABLE IF NOT EXISTS replays (
         run_id VARCHAR NOT NULL,
@@ -202,7 +238,7 @@ METRICS_VIEW = """CREATE OR REPLACE VIEW metrics AS
         c.source
     FROM metric_columns c JOIN metric_rows r USING (block_id)"""
 
-ALL_DDL = INGEST_DDL + [METRICS_VIEW] + DETECT_DDL + REPLAY_DDL
+ALL_DDL = INGEST_DDL + [METRICS_VIEW] + DETECT_DDL + EXPLAIN_DDL + REPLAY_DDL
 
 # Tables whose rows belong to one source file of a run: re-ingesting that file replaces them.
 # (Metric values, in metric_columns/metric_rows, are cleared by Store.clear_source itself.)

@@ -32,14 +32,15 @@ def _one_spike_frame(frame, **metrics):  # type: ignore[no-untyped-def]
     return frame(loss, **metrics)
 
 
-def test_loss_only_spike_is_unknown_with_hypotheses_and_missing_metrics(frame, rules) -> None:  # type: ignore[no-untyped-def]
+def test_loss_only_one_point_spike_is_batch_driven_with_what_to_log(frame, rules) -> None:  # type: ignore[no-untyped-def]
     loss = curve(4000)
     loss[2500] *= 1.6  # one point, back at once: the modded-nanogpt shape
     inc = detect_data(run_data(frame(loss), {}, "t"), rules).incidents[0]
-    assert inc.cause == "unknown" and inc.confidence == 0
+    assert inc.cause == "batch_driven" and inc.confidence == pytest.approx(0.7)
     keys = {e.key: e for e in inc.evidence}
-    assert keys["hypothesis:rare_tokens"].value == pytest.approx(0.25)
+    assert keys["hypothesis:rare_tokens"].note == "not_evaluable"
     assert "grad_norm" in str(keys["missing_metrics"].value)
+    assert inc.log_next[0].metric == "grad_norm"
     assert len(inc.findings) == len(rules)  # every rule evaluated, triggered or not
 
 

@@ -21,7 +21,7 @@ from forensics.errors import RuleError
 
 SHIPPED = load_rules()
 CAUSES_WITH_RULES = {"rare_tokens", "stale_beta2", "lr_too_high", "fp16_overflow",
-                     "data_corruption", "hardware_fault"}  # fmt: skip
+                     "data_corruption", "hardware_fault", "batch_driven"}  # fmt: skip
 
 
 def test_every_cause_has_a_rule() -> None:

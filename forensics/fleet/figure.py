@@ -1,0 +1,92 @@
+"""One plotly figure: the loss of every run around a recurring step, overlaid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from forensics.store import Store
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+    from forensics.fleet.summary import FleetRecurrence
+
+HALF_WINDOW = 40  # steps either side of the recurring step
+
+
+def _loss(store: Store, run_id: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    rows = store.con.execute(
+        "SELECT step, first(value) FROM metrics WHERE run_id = ? AND metric = 'loss' "
+        "AND step BETWEEN ? AND ? GROUP BY step ORDER BY step",
+        [run_id, lo, hi],
+    ).fetchall()
+    return np.array([r[0] for r in rows]), np.array([r[1] for r in rows], dtype=float)
+
+
+def overlay(store: Store, rec: FleetRecurrence) -> go.Figure:
+    """Spiking runs solid, runs that cover the step without spiking dotted grey."""
+    import plotly.graph_objects as go
+
+    from forensics.fleet.render import short_names
+
+    lo, hi = rec.step - HALF_WINDOW, rec.step + HALF_WINDOW
+    names = short_names([r for r, _ in rec.runs] + rec.absent)
+    fig = go.Figure()
+    for run_id, _peak in rec.runs:
+        st, v = _loss(store, run_id, lo, hi)
+        fig.add_trace(
+            go.Scatter(x=st, y=v, mode="lines", name=_short(names[run_id]), line={"width": 1.5})
+        )
+    for run_id in rec.absent:
+        st, v = _loss(store, run_id, lo, hi)
+        fig.add_trace(
+            go.Scatter(
+                x=st,
+                y=v,
+                mode="lines",
+                name=f"{_short(names[run_id])} (no spike)",
+                line={"width": 1, "dash": "dot", "color": "#999999"},
+            )
+        )
+    fig.add_vline(x=rec.step, line={"color": "#d62728", "dash": "dash", "width": 1})
+    fig.update_layout(
+        title=f"Loss of {len(rec.runs)} runs around step {rec.step} (recurrence {rec.id})",
+        xaxis_title="step",
+        yaxis_title="loss",
+        template="plotly_white",
+        width=1000,
+        height=480,
+        legend={"font": {"size": 9}},
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+    )
+    return fig
+
+
+def _short(run_id: str, width: int = 48) -> str:
+    return run_id if len(run_id) <= width else run_id[: width - 1] + "…"
+
+
+def write_overlay(
+    store: Store, rec: FleetRecurrence, out: Path, png: bool = True
+) -> tuple[Path, Path | None, str | None]:
+    """HTML always (plotly.js inline, opens offline); PNG when a browser is found."""
+    out.mkdir(parents=True, exist_ok=True)
+    fig = overlay(store, rec)
+    html = out / f"recurrence-{rec.id}.html"
+    fig.write_html(html, include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    if not png:
+        return html, None, None
+    path = out / f"recurrence-{rec.id}.png"
+    try:
+        from forensics.report.export import find_chromium, write_pngs
+
+        browser, why = find_chromium()
+        if browser is None:
+            return html, None, f"no PNG: {why}"
+        write_pngs({path: fig}, browser)
+    except Exception as exc:  # a missing browser must not lose the HTML and the table
+        return html, None, f"no PNG: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    return html, path if path.exists() else None, None

@@ -1,0 +1,93 @@
+"""Spikes recurring across the runs of one store: the data at that step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from forensics.cli import app
+from forensics.detect.recurrence import RunSpikes, data_order, find, same_order, tokens_per_step
+from forensics.store import open_store
+
+MODDED = "KellerJordan__modded-nanogpt/records__track_1_short__"
+AT_946 = [
+    "2024-10-09_SOAP__5bdc3988-496c-4232-b4ef-53764cb81c92.txt",
+    "2024-10-10_Muon__eb5659d0-fb6a-49e5-a311-f1f89412f726.txt",
+    "2024-12-04_ValueEmbed__75a3af7b-f1a6-47dc-a989-d95e4419ff31.txt",
+    "2024-12-04_ValueEmbed__51faed93-0804-418c-9057-0d94c3f94a9c.txt",
+]
+CLEAN = "2024-06-06_AdamW__f66d43d7-e449-4029-8adf-e8537bab49ea.log"
+
+
+def _run(name: str, peaks: tuple[int, ...], tps: float | None = None, order=None) -> RunSpikes:  # type: ignore[no-untyped-def]
+    return RunSpikes(name, peaks, 1, 10_000, 1.0, tps, order)
+
+
+def test_same_step_across_runs_is_a_recurrence_and_other_steps_are_not() -> None:
+    runs = [_run("a", (946, 3000)), _run("b", (947, 5000)), _run("c", (945,)), _run("d", (7000,))]
+    (rec,) = find(runs)
+    assert sorted(r for r, _ in rec.runs) == ["a", "b", "c"]
+    assert rec.absent == ["d"] and rec.by_chance < 1e-3
+
+
+def test_same_tokens_consumed_with_different_batch_sizes_is_a_recurrence() -> None:
+    # run b reads twice as many tokens a step: its step 500 is run a's step 1000
+    runs = [_run("a", (1000,), tps=4096.0), _run("b", (500,), tps=8192.0)]
+    assert len(find(runs)) == 1
+    assert find([_run("a", (1000,)), _run("b", (500,))]) == []  # unknown batch: steps only
+
+
+def test_data_order_from_the_configs() -> None:
+    cfg = {"data_path": "/d/fineweb", "seed": 1234, "global_batch_size": 512, "seq_length": 1024}
+    assert data_order(cfg) == ("/d/fineweb", "1234", "512") and tokens_per_step(cfg) == 512 * 1024
+    a, b = _run("a", (), order=data_order(cfg)), _run("b", (), order=data_order({**cfg, "seed": 7}))
+    assert same_order(a, a) is True and same_order(a, b) is False
+    assert same_order(a, _run("c", ())) is None and data_order({}) is None
+
+
+@pytest.fixture(scope="module")
+def fleet(real_logs: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The four modded-nanogpt runs that spike at 946/947 and a clean one, one --db, via the CLI."""
+    db = tmp_path_factory.mktemp("fleet") / "fleet.duckdb"
+    runner = CliRunner()
+    for name in [*AT_946, CLEAN]:
+        res = runner.invoke(app, ["ingest", str(real_logs / (MODDED + name)), "--db", str(db)])
+        assert res.exit_code == 0, res.output
+    out = db.parent / "out"
+    res = runner.invoke(app, ["compare", "--db", str(db), "--out", str(out), "--no-png"])
+    assert res.exit_code == 0, res.output
+    return db, res.output
+
+
+def test_the_946_spike_is_attributed_to_the_data_across_runs(fleet) -> None:  # type: ignore[no-untyped-def]
+    db, output = fleet
+    with open_store(db, read_only=True) as store:
+        recs = store.query("SELECT * FROM recurrences WHERE step BETWEEN 944 AND 948")
+        incs = store.query(
+            "SELECT run_id, cause, confidence, features FROM incidents "
+            "WHERE list_contains(json_extract(peaks, '$[*].step')::BIGINT[], 946) "
+            "OR list_contains(json_extract(peaks, '$[*].step')::BIGINT[], 947)"
+        )
+    assert recs.height == 4 and set(recs["n_runs"]) == {4}
+    assert {r.split("_")[7] for r in recs["run_id"]} == {"SOAP", "Muon", "ValueEmbed"}
+    assert recs["by_chance"][0] < 1e-4
+    assert incs.height == 4 and set(incs["cause"]) == {"batch_driven"}
+    assert min(incs["confidence"]) >= 0.9  # 0.7 alone, + the other runs
+    assert (
+        "4 runs" in output and "spike at step 946" in output and "the data at this step" in output
+    )
+    assert "AdamW" in output  # the clean run is listed, with no incident
+
+
+def test_compare_writes_the_overlay_figure(fleet) -> None:  # type: ignore[no-untyped-def]
+    db, _ = fleet
+    html = (db.parent / "out").glob("recurrence-*.html")
+    text = next(html).read_text()
+    assert "Loss of 4 runs around step" in text and "(no spike)" in text
+
+
+def test_compare_on_an_empty_store_fails_clearly(tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, ["compare", "--db", str(tmp_path / "none.duckdb")])
+    assert res.exit_code != 0 and "error" in res.output.lower()
