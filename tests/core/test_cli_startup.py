@@ -23,6 +23,7 @@ FROZEN = {
     "forensics",
     "forensics.cli",
     "forensics.commands",
+    "forensics.commands.compare",
     "forensics.commands.demo",
     "forensics.commands.detect",
     "forensics.commands.ingest",
