@@ -76,7 +76,7 @@ def replay_run(
     incidents = sorted(select_incidents(data, incident_id, step), key=lambda i: i.onset)
     if not data.records and is_hf_run(data, src):
         return _replay_hf(store, data, incidents, src, dev, k, progress)
-    if not data.records and not data.missing_spans and src.shards:
+    if not data.records and not data.missing_spans:
         data = _with_loader_records(store, data, src)
     if data.incidents and not data.records and not data.missing_spans:
         raise ReplayError(replayable(store, run_id) or f'run "{run_id}" has no batches')
@@ -126,9 +126,18 @@ def _with_loader_records(store: Store, data: RunData, src: Sources) -> RunData:
 
     from forensics.replay.sources import loader_records, resolve_shards, settings
 
-    st = settings(src, data.config)
+    shards = resolve_shards(src.shards) if src.shards else _indexed_shards(store, data.run_id)
+    if not shards:
+        return data
+    try:
+        st = settings(src, data.config)
+    except ReplayError as exc:
+        if src.shards:
+            raise
+        missing = replayable(store, data.run_id) or "no batch manifest"
+        raise ReplayError(f"{missing}; the run's token shards could be read in order: {exc}") from exc
     last = max(data.steps_logged("loss"), default=0)
-    records = loader_records(resolve_shards(src.shards), st, last)
+    records = loader_records(shards, st, last)
     rows = [
         (data.run_id, r.step, r.source, r.micro, None, r.token_offset, r.n_tokens, r.seq_len,
          json.dumps({"batch_size": r.batch_size, "loader": st.loader}), f"loader:{st.loader}")
@@ -286,3 +295,11 @@ def downgrade(results: list[ReplayResult]) -> list[ReplayResult]:
             )
             r.verdict = INCONCLUSIVE
     return results
+
+
+def _indexed_shards(store: Store, run_id: str) -> list[Path]:
+    """The run's ingested training shards in name order (those named *train*, else all)."""
+    frame = store.query("SELECT path FROM token_shards WHERE run_id = ? ORDER BY path", [run_id])
+    paths = [Path(p) for p in frame["path"].to_list()] if frame.height else []
+    train = [p for p in paths if "train" in p.name.lower()]
+    return train or [p for p in paths if "val" not in p.name.lower()]

@@ -1,8 +1,9 @@
 """Where a run's batches come from when it wrote no manifest: sequential token-shard loaders.
 
 A run that read `.bin` token shards in order can have its batches reconstructed from its
-settings alone. Per optimizer step n (1-based, as the logs count) the run consumed
-micro-batches (n - 1) * GA .. n * GA - 1 of each rank's stream; every micro-batch is a span of
+settings alone. The optimizer step logged as n consumed micro-batches (n - first) * GA ..
+(n - first + 1) * GA - 1 of each rank's stream, where `first` is the number the log gives the
+first step (modded-nanogpt prints `step:1`, llm.c's main.log `s:0`); every micro-batch is a span of
 B * T + 1 tokens of one shard (x = span[:-1], y = span[1:]). Two loaders are emulated:
 
 - `modded` -- modded-nanogpt / llm.c `train_gpt2.py` `DistributedDataLoader`: rank r starts
@@ -34,6 +35,8 @@ from forensics.sim.data import BatchRecord
 LLMC_MAGIC = 20240520
 HEADER_INTS = 256
 LOADERS = ("modded", "llmc")
+# modded-nanogpt prints `step:{step+1}`; llm.c main.log writes `s:{step}` (0-based)
+FIRST_STEP = {"modded": 1, "llmc": 0}
 
 
 @dataclass
@@ -48,6 +51,7 @@ class Sources:
     seq_len: int | None = None  # T
     world_size: int | None = None  # W: data-parallel ranks
     grad_accum: int | None = None  # GA: micro-batches per optimizer step
+    first_step: int | None = None  # the logged step number of the first step (modded 1, llmc 0)
     judge: bool = True  # tier 2: train the bundled model on the run's stream when needed
 
 
@@ -106,6 +110,7 @@ class Settings:
     world_size: int
     grad_accum: int
     loader: str
+    first_step: int
 
 
 def settings(src: Sources, config: dict[str, Any]) -> Settings:
@@ -136,11 +141,13 @@ def settings(src: Sources, config: dict[str, Any]) -> Settings:
         int(got["world_size"] or 1),
         int(got["grad_accum"] or 1),
         src.loader,
+        src.first_step if src.first_step is not None else FIRST_STEP[src.loader],
     )
 
 
-def loader_records(shards: list[Path], st: Settings, steps: int) -> dict[int, list[BatchRecord]]:
-    """BatchRecords of optimizer steps 1..steps, micro index = accumulation step * W + rank."""
+def loader_records(shards: list[Path], st: Settings, last: int) -> dict[int, list[BatchRecord]]:
+    """BatchRecords of logged steps first_step..last (micro = accumulation step * W + rank):
+    logged step n took micro-batches (n - first_step) * GA .. + GA - 1 of each rank."""
     if not shards:
         raise ReplayError("no token shard given (--shards)")
     opened = [open_shard(p) for p in shards]
@@ -148,12 +155,13 @@ def loader_records(shards: list[Path], st: Settings, steps: int) -> dict[int, li
     for s in opened:
         if s.n_tokens < st.world_size * bt + 1:
             raise ReplayError(f"{s.path}: {s.n_tokens} tokens, fewer than one global batch")
-    per_rank = [_rank_stream(opened, st, r, steps * st.grad_accum) for r in range(st.world_size)]
+    n_steps = max(0, last - st.first_step + 1)
+    per_rank = [_rank_stream(opened, st, r, n_steps * st.grad_accum) for r in range(st.world_size)]
     out: dict[int, list[BatchRecord]] = {}
-    for n in range(1, steps + 1):
+    for n in range(st.first_step, last + 1):
         recs = []
         for a in range(st.grad_accum):
-            m = (n - 1) * st.grad_accum + a
+            m = (n - st.first_step) * st.grad_accum + a
             for r in range(st.world_size):
                 shard, pos = per_rank[r][m]
                 recs.append(
