@@ -29,20 +29,21 @@ from forensics.replay.result import INCONCLUSIVE, ReplayResult
 from forensics.sim.model import GPT, preset
 
 PROBE, HYPOTHESIS = "reference_judge", "rare_tokens"
-STEPS = 300  # CPU preset: ~10 s on 2 cores for T <= 128
-WINDOW = 128  # training window (tokens)
-BATCH = 16
+# (steps, sequences per step, window tokens): the CPU preset takes ~5 s on 2 idle cores; the
+# GPU preset sees ~16x more tokens in about the same time.
+PRESETS = {"cpu": (200, 8, 64), "cuda": (1000, 32, 256)}
 LR = 3e-3
 SEED = 1234
 
 
 def train_judge(
-    stream: np.ndarray, vocab: int, seq_len: int, device: torch.device, steps: int = STEPS
+    stream: np.ndarray, vocab: int, seq_len: int, device: torch.device
 ) -> tuple[GPT, dict[str, Any]]:
     """A bundled GPT trained on random windows of `stream` (1-D token ids)."""
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
-    window = min(WINDOW, seq_len)
+    steps, batch, window = PRESETS["cuda" if device.type == "cuda" else "cpu"]
+    window = min(window, seq_len)
     cfg = preset("tiny", vocab_size=int(vocab), block_size=max(seq_len, window))
     model = GPT(cfg).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=0.0)
@@ -51,13 +52,13 @@ def train_judge(
         raise ValueError(f"the token sample ({stream.size} tokens) is shorter than one window")
     losses = []
     for step in range(steps):
-        starts = rng.integers(0, hi, size=BATCH)
+        starts = rng.integers(0, hi, size=batch)
         span = np.stack([stream[s : s + window + 1] for s in starts]).astype(np.int64)
         t = torch.from_numpy(span).to(device)
         lr = LR * min(1.0, (step + 1) / 30)
         for g in opt.param_groups:
             g["lr"] = lr
-        _, loss = model(t[:, :-1], t[:, 1:])
+        _, loss = model(t[:, :-1].contiguous(), t[:, 1:].contiguous())
         assert loss is not None
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -66,7 +67,7 @@ def train_judge(
         losses.append(float(loss.detach()))
     info = {
         "judge_steps": steps,
-        "judge_tokens_seen": steps * BATCH * window,
+        "judge_tokens_seen": steps * batch * window,
         "judge_sample_tokens": int(stream.size),
         "judge_final_train_loss": float(np.mean(losses[-20:])),
         "judge_params": model.num_params(),

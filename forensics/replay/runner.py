@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from forensics.errors import ReplayError, SimulationError
@@ -36,6 +37,7 @@ from forensics.replay.state import (
     restore,
 )
 from forensics.replay.verdicts import apply_verdicts
+from forensics.sim.data import BatchRecord
 from forensics.sim.trainer import TrainState, resolve_device
 from forensics.store.db import Store
 
@@ -188,28 +190,40 @@ def replay_incident(
 
 
 def judge_batch(s: Session) -> ReplayResult:
-    """Tier 2: the bundled model, trained on a sample of the run's shards (the offending
-    batch's spans masked out), scores the offending batch against the controls."""
-    import numpy as np
-
+    """Tier 2: the bundled model, trained on a sample of the run's shards (an equal share of
+    each, the offending step's spans masked out), scores the offending batch against the
+    controls."""
     from forensics.replay import judge
-    from forensics.replay.freq import TRAIN_SAMPLE, train_freq
-    from forensics.replay.sources import read_tokens
+    from forensics.replay.freq import train_freq
 
     why = s.unavailable or "the run's model is not available"
     try:
         off = s.batch(s.plan.offending)
         recs = s.data.records[s.plan.offending]
-        tokens = read_tokens(Path(recs[0].source))
-        keep = np.ones(min(tokens.size, TRAIN_SAMPLE), dtype=bool)
-        for r in recs:
-            if r.source == recs[0].source:
-                keep[r.token_offset : r.token_offset + r.n_tokens] = False
-        stream = np.asarray(tokens[: keep.size], dtype=np.int64)[keep]
+        stream = shard_sample(s.data, recs)
     except (StateUnavailable, ReplayError, OSError, ValueError) as exc:
         return judge.judge(s.run_id, s.incident_id, None, None, [], None, s.device, f"{exc}")
     freq = train_freq(s.data, recs[0].source)
     return judge.judge(s.run_id, s.incident_id, stream, off, s.control_batches(), freq, s.device, why)
+
+
+def shard_sample(data: RunData, masked: list[BatchRecord]) -> np.ndarray:
+    """Up to TRAIN_SAMPLE tokens, an equal share from the start of each shard the run read,
+    with the spans of `masked` left out."""
+    from forensics.replay.freq import TRAIN_SAMPLE
+    from forensics.replay.sources import read_tokens
+
+    sources = sorted({r.source for recs in data.records.values() for r in recs})
+    share = TRAIN_SAMPLE // max(1, len(sources))
+    parts = []
+    for src in sources:
+        tokens = read_tokens(Path(src))
+        keep = np.ones(min(tokens.size, share), dtype=bool)
+        for r in masked:
+            if r.source == src:
+                keep[r.token_offset : r.token_offset + r.n_tokens] = False
+        parts.append(np.asarray(tokens[: keep.size], dtype=np.int64)[keep])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def rebuild(s: Session, progress: Progress | None, cache: Cache) -> None:
