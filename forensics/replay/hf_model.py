@@ -169,7 +169,7 @@ def probe_batch(batch: HFBatch, device: torch.device) -> Batch:
         ids = b["input_ids"].long()
         labels = b.get("labels", ids).long()
         labels = torch.where(labels < 0, ids, labels)
-        out.append((ids[:, :-1].to(device), labels[:, 1:].to(device), 1.0))
+        out.append((ids[:, :-1].contiguous().to(device), labels[:, 1:].contiguous().to(device), 1.0))
     return out
 
 

@@ -21,9 +21,9 @@ N_WORDS = 120  # common words
 N_RARE = 40  # rare words (only in the injected batch)
 SEQ = 32
 BATCH = 8
-STEPS = 200
+STEPS = 150
 SAVE_EVERY = 50
-RARE_STEP = 140  # half of this step's rows are overwritten with rare words
+RARE_STEP = 115  # half of this step's rows are overwritten with rare words
 SEED = 7
 RUN_NAME = "hf_tiny"
 
