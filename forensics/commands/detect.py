@@ -12,8 +12,15 @@ from forensics.analyze import AnalyzeOptions
 from forensics.analyze import analyze as run_analyze
 from forensics.cli import app, err_console, out_console
 from forensics.commands.replay import (
-    ACCUM_OPTION, BATCH_OPTION, DATASET_OPTION, LOADER_OPTION, SEQ_OPTION, SHARDS_OPTION,
-    TOKENIZER_OPTION, WORLD_OPTION, make_sources,
+    ACCUM_OPTION,
+    BATCH_OPTION,
+    DATASET_OPTION,
+    LOADER_OPTION,
+    SEQ_OPTION,
+    SHARDS_OPTION,
+    TOKENIZER_OPTION,
+    WORLD_OPTION,
+    make_sources,
 )  # fmt: skip
 from forensics.detect import DetectConfig, Detection
 from forensics.detect import detect as run_detect
@@ -132,8 +139,14 @@ def analyze(
         gpu_hour_cost=gpu_hour_cost,
         fmt=fmt,
         sources=make_sources(
-            dataset=dataset, tokenizer=tokenizer, shards=shards, loader=loader,
-            batch_size=batch_size, seq_len=seq_len, world_size=world_size, grad_accum=grad_accum,
+            dataset=dataset,
+            tokenizer=tokenizer,
+            shards=shards,
+            loader=loader,
+            batch_size=batch_size,
+            seq_len=seq_len,
+            world_size=world_size,
+            grad_accum=grad_accum,
         ),  # fmt: skip
     )
     with err_console.status("analyzing") as status:

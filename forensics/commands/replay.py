@@ -54,7 +54,9 @@ def replay(
     world_size: int | None = WORLD_OPTION,
     grad_accum: int | None = ACCUM_OPTION,
     first_step: int | None = typer.Option(
-        None, "--first-step", help="Shard loader: logged number of the first step (modded 1, llmc 0)."
+        None,
+        "--first-step",
+        help="Shard loader: logged number of the first step (modded 1, llmc 0).",
     ),
     no_judge: bool = typer.Option(
         False, "--no-judge", help="Do not train the bundled model as a judge (tier 2)."

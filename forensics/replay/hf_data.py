@@ -55,11 +55,15 @@ class _Dummy(nn.Module):
 def load_training_args(path: Path) -> Any:
     """The run's TrainingArguments from `training_args.bin` (a pickle: the user's own file)."""
     if not path.is_file():
-        raise DataUnavailable(f"{path}: no training_args.bin (the Trainer saves it in each checkpoint)")
+        raise DataUnavailable(
+            f"{path}: no training_args.bin (the Trainer saves it in each checkpoint)"
+        )
     try:
         return torch.load(path, weights_only=False)
     except Exception as exc:  # a pickle can fail in many ways
-        raise DataUnavailable(f"{path}: cannot load the TrainingArguments ({exc})".splitlines()[0]) from exc
+        raise DataUnavailable(
+            f"{path}: cannot load the TrainingArguments ({exc})".splitlines()[0]
+        ) from exc
 
 
 def load_dataset(path: Path | None) -> Any:
@@ -72,7 +76,9 @@ def load_dataset(path: Path | None) -> Any:
     try:
         ds = load_from_disk(str(path))
     except Exception as exc:  # datasets raises FileNotFoundError, ValueError...
-        raise DataUnavailable(f"{path}: not a datasets.save_to_disk folder ({exc})".splitlines()[0]) from exc
+        raise DataUnavailable(
+            f"{path}: not a datasets.save_to_disk folder ({exc})".splitlines()[0]
+        ) from exc
     if hasattr(ds, "keys") and "train" in ds:
         ds = ds["train"]
     if "input_ids" not in getattr(ds, "column_names", []):
@@ -147,15 +153,14 @@ def _epoch_rows(dl: Any, epoch: int) -> list[list[int]]:
     """The batch sampler's index lists for one epoch, reseeded as the Trainer reseeds it."""
     if hasattr(dl, "set_epoch"):
         dl.set_epoch(epoch)
-    wrapper = getattr(dl, "batch_sampler", None)
-    inner = getattr(wrapper, "batch_sampler", None)
-    if hasattr(inner, "set_epoch"):
+    wrapper: Any = dl.batch_sampler
+    inner: Any = getattr(wrapper, "batch_sampler", None)
+    if inner is not None and hasattr(inner, "set_epoch"):
         inner.set_epoch(epoch)
-    sampler = inner if inner is not None else wrapper
-    base = getattr(sampler, "sampler", None)
-    if hasattr(base, "set_epoch"):
+    base: Any = getattr(inner if inner is not None else wrapper, "sampler", None)
+    if base is not None and hasattr(base, "set_epoch"):
         base.set_epoch(epoch)
-    return [list(map(int, b)) for b in (wrapper if wrapper is not None else sampler)]
+    return [list(map(int, b)) for b in wrapper]
 
 
 def unigram_counts(dataset: Any, limit: int = 5_000_000) -> np.ndarray:

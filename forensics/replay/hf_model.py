@@ -69,8 +69,10 @@ def load_model(path: Path, device: torch.device) -> nn.Module:
         model = AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
     except Exception as exc:  # unknown architecture, missing weights, remote code...
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise StateUnavailable(f"{path}: architecture not loadable by transformers ({first})") from exc
-    return model.to(device).float()
+        raise StateUnavailable(
+            f"{path}: architecture not loadable by transformers ({first})"
+        ) from exc
+    return model.to(device).float()  # type: ignore[arg-type]
 
 
 @dataclass
@@ -105,11 +107,12 @@ def rerun(
     out = Rerun(start_step=ckpt_step)
 
     class Watch(TrainerCallback):  # type: ignore[misc]
-        def on_step_begin(self, a: Any, state: Any, control: Any, **kw: Any) -> None:
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.global_step == offending - 1 and out.pre is None:
-                out.pre = copy.deepcopy(kw["model"]).eval()
+                out.pre = copy.deepcopy(kwargs["model"]).eval()
 
-        def on_log(self, a: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+        def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            logs = kwargs.get("logs")
             if logs and "loss" in logs:
                 gn = logs.get("grad_norm")
                 out.rows[state.global_step] = {
@@ -118,7 +121,7 @@ def rerun(
                     "grad_norm": math.nan if gn is None else float(gn),
                 }
 
-        def on_step_end(self, a: Any, state: Any, control: Any, **kw: Any) -> None:
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if state.global_step >= end:
                 control.should_training_stop = True
 
@@ -169,7 +172,9 @@ def probe_batch(batch: HFBatch, device: torch.device) -> Batch:
         ids = b["input_ids"].long()
         labels = b.get("labels", ids).long()
         labels = torch.where(labels < 0, ids, labels)
-        out.append((ids[:, :-1].contiguous().to(device), labels[:, 1:].contiguous().to(device), 1.0))
+        out.append(
+            (ids[:, :-1].contiguous().to(device), labels[:, 1:].contiguous().to(device), 1.0)
+        )
     return out
 
 
@@ -177,9 +182,9 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     """The model's transformer blocks: the longest ModuleList of identical block types."""
     best: list[nn.Module] = []
     for mod in model.modules():
-        if isinstance(mod, nn.ModuleList) and len(mod) > len(best):
-            if len({type(m) for m in mod}) == 1:
-                best = list(mod)
+        same = isinstance(mod, nn.ModuleList) and len({type(m) for m in mod}) == 1
+        if same and len(mod) > len(best):
+            best = list(mod)
     return best
 
 
@@ -195,7 +200,9 @@ def layer_trace(model: nn.Module, batch: Batch, dtype: torch.dtype) -> dict[str,
         def keep(mod: nn.Module, args: Any, out: Any) -> None:
             t = out[0] if isinstance(out, tuple) else out
             v = float(t.detach().float().abs().max())
-            peaks[i] = v if (math.isnan(v) or v > peaks[i]) and not math.isnan(peaks[i]) else peaks[i]
+            peaks[i] = (
+                v if (math.isnan(v) or v > peaks[i]) and not math.isnan(peaks[i]) else peaks[i]
+            )
 
         return keep
 
@@ -213,4 +220,9 @@ def layer_trace(model: nn.Module, batch: Batch, dtype: torch.dtype) -> dict[str,
     first = next((n for n, v in zip(names, peaks, strict=True) if not math.isfinite(v)), None)
     if first is None and not math.isfinite(logit_max):
         first = "logits"
-    return {"loss": loss, "max_abs_act": peaks, "logits_max_abs": logit_max, "first_nonfinite": first}
+    return {
+        "loss": loss,
+        "max_abs_act": peaks,
+        "logits_max_abs": logit_max,
+        "first_nonfinite": first,
+    }

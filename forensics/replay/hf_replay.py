@@ -23,8 +23,21 @@ import torch
 from forensics.replay import judge as tier2
 from forensics.replay.context import Checkpoint, Incident, RunData
 from forensics.replay.freq import Freq
-from forensics.replay.hf_data import DataUnavailable, StepIndex, index_steps, load_dataset, load_training_args, unigram_counts
-from forensics.replay.hf_model import CausalLMProbe, is_hf_checkpoint, layer_trace, probe_batch, rerun
+from forensics.replay.hf_data import (
+    DataUnavailable,
+    StepIndex,
+    index_steps,
+    load_dataset,
+    load_training_args,
+    unigram_counts,
+)
+from forensics.replay.hf_model import (
+    CausalLMProbe,
+    is_hf_checkpoint,
+    layer_trace,
+    probe_batch,
+    rerun,
+)
 from forensics.replay.measure import Batch
 from forensics.replay.plan import excess, make_plan
 from forensics.replay.probes import data_corruption as dc
@@ -72,17 +85,19 @@ class HFRun:
 
     def _load(self) -> None:
         if not self.ckpts:
-            raise DataUnavailable("no Hugging Face checkpoint-N/ folder ingested (its training_args.bin is needed)")
+            raise DataUnavailable(
+                "no Hugging Face checkpoint-N/ folder ingested (its training_args.bin is needed)"
+            )
         self.args = load_training_args(Path(self.ckpts[-1].path) / "training_args.bin")
         self.dataset = load_dataset(self.sources.dataset)
         last = max(self.data.steps_logged("loss"), default=0)
         self.index = index_steps(self.args, self.dataset, last)
-        seq = len(self.dataset[0]["input_ids"])
+        seq, src = len(self.dataset[0]["input_ids"]), str(self.sources.dataset)
         for step, micro in self.index.steps.items():  # the plan picks controls among these
             self.data.records[step] = [
-                BatchRecord(step, i, str(self.sources.dataset), 0, len(rows) * seq + 1, seq, len(rows))
+                BatchRecord(step, i, src, 0, len(rows) * seq + 1, seq, len(rows))
                 for i, rows in enumerate(micro)
-            ]  # fmt: skip
+            ]
         self.freq = self._freq()
 
     def _freq(self) -> Freq:
@@ -116,7 +131,9 @@ class HFRun:
         return None
 
 
-def replay_hf_incident(run: HFRun, inc: Incident, device: torch.device, k: int) -> list[ReplayResult]:
+def replay_hf_incident(
+    run: HFRun, inc: Incident, device: torch.device, k: int
+) -> list[ReplayResult]:
     data = run.data
     if run.why is not None or run.index is None:
         return _all_not_run(data, inc, device, f"batches not rebuilt: {run.why}")
@@ -156,18 +173,34 @@ def _checkpoint(run: HFRun, offending: int) -> Checkpoint:
     return older[-1]
 
 
-def _state_probes(run: HFRun, s: Session, pre: torch.nn.Module | None, off: Batch, ctrls: list[Batch]) -> list[ReplayResult]:
+def _state_probes(
+    run: HFRun, s: Session, pre: torch.nn.Module | None, off: Batch, ctrls: list[Batch]
+) -> list[ReplayResult]:
     if pre is None:
-        return [s.result(p, h, INCONCLUSIVE, {}, f"not run: {s.unavailable}") for p, h in STATE_PROBES]
+        return [
+            s.result(p, h, INCONCLUSIVE, {}, f"not run: {s.unavailable}") for p, h in STATE_PROBES
+        ]
     vocab = run.vocab() or int(run.freq.counts.size if run.freq is not None else 0)
     out = []
     if run.freq is None or not ctrls:
-        out.append(s.result("rare_tokens", "rare_tokens", INCONCLUSIVE, {}, "not run: no token counts or no control batch"))
+        out.append(
+            s.result(
+                "rare_tokens",
+                "rare_tokens",
+                INCONCLUSIVE,
+                {},
+                "not run: no token counts or no control batch",
+            )
+        )
     else:
         model = CausalLMProbe(pre, vocab)
         logged = excess(s.data.value("loss", s.plan.offending), s.plan.trend)
         verdict, detail, numbers = rare_tokens.evaluate(model, off, ctrls, run.freq, logged)  # type: ignore[arg-type]
-        numbers = {"step": s.plan.offending, "freq_source": run.freq.source, "model": "the run's own (tier 3)"} | numbers
+        numbers = {
+            "step": s.plan.offending,
+            "freq_source": run.freq.source,
+            "model": "the run's own (tier 3)",
+        } | numbers
         out.append(s.result("rare_tokens", "rare_tokens", verdict, numbers, detail))
     out.append(_overflow(run, s, pre, off))
     out += [s.result(p, h, INCONCLUSIVE, {}, NO_COUNTERFACTUAL) for p, h in STATE_PROBES[2:]]
@@ -176,22 +209,57 @@ def _state_probes(run: HFRun, s: Session, pre: torch.nn.Module | None, off: Batc
 
 def _overflow(run: HFRun, s: Session, pre: torch.nn.Module, off: Batch) -> ReplayResult:
     """Per-layer maxima through forward hooks in fp32, bf16, fp16 on the pre-step model."""
-    run_dtype = "fp16" if getattr(run.args, "fp16", False) else "bf16" if getattr(run.args, "bf16", False) else "fp32"
-    traces = {n: layer_trace(pre, off, d) for n, d in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16))}
+    run_dtype = (
+        "fp16"
+        if getattr(run.args, "fp16", False)
+        else "bf16"
+        if getattr(run.args, "bf16", False)
+        else "fp32"
+    )
+    traces = {
+        n: layer_trace(pre, off, d)
+        for n, d in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16))
+    }
     numbers: dict[str, Any] = {"run_dtype": run_dtype, "step": s.plan.offending}
     numbers |= {f"{n}_{k}": v for n, t in traces.items() for k, v in t.items()}
     f32, mine = traces["fp32"], traces[run_dtype]
     if f32["first_nonfinite"] is not None:
-        return s.result("overflow", "fp16_overflow", INCONCLUSIVE, numbers, f"even fp32 goes non-finite at {f32['first_nonfinite']}: not a range problem")
+        return s.result(
+            "overflow",
+            "fp16_overflow",
+            INCONCLUSIVE,
+            numbers,
+            f"even fp32 goes non-finite at {f32['first_nonfinite']}: not a range problem",
+        )
     if run_dtype == "fp32":
-        return s.result("overflow", "fp16_overflow", REFUTED, numbers,
-                        f"the run computes in fp32 and the batch's fp32 pass is finite (largest layer output {max(f32['max_abs_act'], default=0):.3g})")  # fmt: skip
+        top = max(f32["max_abs_act"], default=0.0)
+        return s.result(
+            "overflow",
+            "fp16_overflow",
+            REFUTED,
+            numbers,
+            f"the run computes in fp32 and the batch's fp32 pass is finite (largest layer "
+            f"output {top:.3g})",
+        )
     limit = float(torch.finfo(torch.float16 if run_dtype == "fp16" else torch.bfloat16).max)
     if mine["first_nonfinite"] is not None:
-        return s.result("overflow", "fp16_overflow", CONFIRMED, numbers, f"the batch goes non-finite in {run_dtype} at {mine['first_nonfinite']} while fp32 stays finite")
+        return s.result(
+            "overflow",
+            "fp16_overflow",
+            CONFIRMED,
+            numbers,
+            f"the batch goes non-finite in {run_dtype} at {mine['first_nonfinite']} while fp32 "
+            "stays finite",
+        )
     peak = max([*mine["max_abs_act"], mine["logits_max_abs"]])
     verdict = REFUTED if peak < 0.5 * limit else INCONCLUSIVE
-    return s.result("overflow", "fp16_overflow", verdict, numbers, f"largest value {peak:.3g} in {run_dtype} (max {limit:.3g})")
+    return s.result(
+        "overflow",
+        "fp16_overflow",
+        verdict,
+        numbers,
+        f"largest value {peak:.3g} in {run_dtype} (max {limit:.3g})",
+    )
 
 
 def _data_probe(run: HFRun, s: Session) -> ReplayResult:
@@ -232,14 +300,39 @@ def _stream(run: HFRun, limit: int = 2_000_000) -> np.ndarray:
 def _judge(run: HFRun, s: Session, off: Batch, ctrls: list[Batch]) -> ReplayResult:
     assert run.index is not None
     skip = set(sum(run.index.steps[s.plan.offending], []))
-    rows = [np.asarray(run.dataset[i]["input_ids"], dtype=np.int64) for i in range(min(len(run.dataset), 20_000)) if i not in skip]
+    rows = [
+        np.asarray(run.dataset[i]["input_ids"], dtype=np.int64)
+        for i in range(min(len(run.dataset), 20_000))
+        if i not in skip
+    ]
     stream = np.concatenate(rows) if rows else None
-    return tier2.judge(s.run_id, s.incident_id, stream, off, ctrls, run.freq, s.device, s.unavailable or "the run's model is not available")
+    return tier2.judge(
+        s.run_id,
+        s.incident_id,
+        stream,
+        off,
+        ctrls,
+        run.freq,
+        s.device,
+        s.unavailable or "the run's model is not available",
+    )
 
 
-def _all_not_run(data: RunData, inc: Incident, device: torch.device, why: str) -> list[ReplayResult]:
-    rows = [("data_corruption", "data_corruption"), ("reproduce", "reproduction"), ("hardware", "hardware_fault"), *STATE_PROBES]
-    return [ReplayResult(data.run_id, inc.incident_id, p, h, INCONCLUSIVE, {}, f"not run: {why}", str(device)) for p, h in rows]
+def _all_not_run(
+    data: RunData, inc: Incident, device: torch.device, why: str
+) -> list[ReplayResult]:
+    rows = [
+        ("data_corruption", "data_corruption"),
+        ("reproduce", "reproduction"),
+        ("hardware", "hardware_fault"),
+        *STATE_PROBES,
+    ]
+    return [
+        ReplayResult(
+            data.run_id, inc.incident_id, p, h, INCONCLUSIVE, {}, f"not run: {why}", str(device)
+        )
+        for p, h in rows
+    ]
 
 
 def finite(x: float | None) -> bool:

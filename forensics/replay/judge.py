@@ -94,7 +94,9 @@ def judge(
         return r
 
     if off is None or stream is None:
-        return row(INCONCLUSIVE, {}, "not run: the offending batch or the token stream is unreadable")
+        return row(
+            INCONCLUSIVE, {}, "not run: the offending batch or the token stream is unreadable"
+        )
     if freq is None or not ctrls:
         why = "no token counts" if freq is None else "no control batch"
         return row(INCONCLUSIVE, {}, f"not run: {why}")

@@ -26,8 +26,8 @@ from forensics.replay.plan import make_plan
 from forensics.replay.probes import data_corruption, optimizer, overflow, rare_tokens
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.reproduce import hardware, reproduce
-from forensics.replay.sources import Sources
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult, write_results
+from forensics.replay.sources import Sources
 from forensics.replay.state import (
     StateUnavailable,
     advance,
@@ -137,7 +137,9 @@ def _with_loader_records(store: Store, data: RunData, src: Sources) -> RunData:
         if src.shards:
             raise
         missing = replayable(store, data.run_id) or "no batch manifest"
-        raise ReplayError(f"{missing}; the run's token shards could be read in order: {exc}") from exc
+        raise ReplayError(
+            f"{missing}; the run's token shards could be read in order: {exc}"
+        ) from exc
     last = max(data.steps_logged("loss"), default=0)
     records = loader_records(shards, st, last)
     rows = [
@@ -204,7 +206,9 @@ def judge_batch(s: Session) -> ReplayResult:
     except (StateUnavailable, ReplayError, OSError, ValueError) as exc:
         return judge.judge(s.run_id, s.incident_id, None, None, [], None, s.device, f"{exc}")
     freq = train_freq(s.data, recs[0].source)
-    return judge.judge(s.run_id, s.incident_id, stream, off, s.control_batches(), freq, s.device, why)
+    return judge.judge(
+        s.run_id, s.incident_id, stream, off, s.control_batches(), freq, s.device, why
+    )
 
 
 def shard_sample(data: RunData, masked: list[BatchRecord]) -> np.ndarray:

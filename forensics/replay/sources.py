@@ -165,8 +165,15 @@ def loader_records(shards: list[Path], st: Settings, last: int) -> dict[int, lis
             for r in range(st.world_size):
                 shard, pos = per_rank[r][m]
                 recs.append(
-                    BatchRecord(n, a * st.world_size + r, str(shard.path.resolve()), pos,
-                                bt + 1, st.seq_len, st.batch_size)  # fmt: skip
+                    BatchRecord(
+                        n,
+                        a * st.world_size + r,
+                        str(shard.path.resolve()),
+                        pos,
+                        bt + 1,
+                        st.seq_len,
+                        st.batch_size,
+                    )  # fmt: skip
                 )
         out[n] = recs
     return out

@@ -31,7 +31,9 @@ def describe(rows: Sequence[ReplayResult]) -> str:
     """E.g. "tier 2 ran (...); tier 3 needs: checkpoint-100 has no optimizer.pt ..."."""
     tier3_block = _why(rows, "reproduce") or "a checkpoint before the offending step"
     if _ran(rows, "reproduce"):
-        return "tier 3 ran (the run's own model, re-trained from its checkpoint to the offending step)"
+        return (
+            "tier 3 ran (the run's own model, re-trained from its checkpoint to the offending step)"
+        )
     if _ran(rows, "reference_judge"):
         return (
             "tier 2 ran (the bundled model trained on the run's own tokens judged the batch; a "
@@ -39,7 +41,11 @@ def describe(rows: Sequence[ReplayResult]) -> str:
         )
     if _ran(rows, "data_corruption"):
         judge = _why(rows, "reference_judge")
-        two = f"tier 2 could not run ({judge})" if judge else "tier 2 was not asked for (--no-judge)"
-        return f"tier 1 ran (data probes on the run's own batches); {two}; tier 3 needs: {tier3_block}"
+        two = (
+            f"tier 2 could not run ({judge})" if judge else "tier 2 was not asked for (--no-judge)"
+        )
+        return (
+            f"tier 1 ran (data probes on the run's own batches); {two}; tier 3 needs: {tier3_block}"
+        )
     why = _why(rows, "data_corruption") or next((r.detail for r in rows), "no incident")
     return f"no tier ran: {why}"

@@ -51,4 +51,7 @@ def excerpts(tokens: np.ndarray, freq: Freq | None, paths: list[Path]) -> dict[s
     out: dict[str, Any] = {"excerpt_rows": [int(r) for r in rows]}
     if tok is None:
         return out | {"excerpts_note": where, "excerpt_ids": ids}
-    return out | {"excerpts": [tok.decode(i, skip_special_tokens=False) for i in ids], "tokenizer": where}
+    return out | {
+        "excerpts": [tok.decode(i, skip_special_tokens=False) for i in ids],
+        "tokenizer": where,
+    }

@@ -29,7 +29,9 @@ RUN_NAME = "hf_tiny"
 
 
 def _vocab() -> dict[str, int]:
-    words = ["<pad>", "<unk>"] + [f"w{i}" for i in range(N_WORDS)] + [f"r{i}" for i in range(N_RARE)]
+    words = (
+        ["<pad>", "<unk>"] + [f"w{i}" for i in range(N_WORDS)] + [f"r{i}" for i in range(N_RARE)]
+    )
     return {w: i for i, w in enumerate(words)}
 
 
@@ -52,7 +54,11 @@ def _corpus(n_rows: int, rng: np.random.Generator) -> list[str]:
         words = []
         for _ in range(SEQ):
             words.append(f"w{w}")
-            w = int(succ[w, rng.integers(0, 3)]) if rng.random() < 0.9 else int(rng.integers(N_WORDS))
+            w = (
+                int(succ[w, rng.integers(0, 3)])
+                if rng.random() < 0.9
+                else int(rng.integers(N_WORDS))
+            )
         rows.append(" ".join(words))
     return rows
 
@@ -130,7 +136,11 @@ def rows_of_step(args: Any, dataset: Any, vocab: int, step: int) -> list[int]:
     trainer = Trainer(model=tiny_model(vocab), args=args, train_dataset=dataset,
                       data_collator=default_data_collator)  # fmt: skip
     dl = trainer.get_train_dataloader()
-    sampler = dl.batch_sampler.batch_sampler if hasattr(dl.batch_sampler, "batch_sampler") else dl.batch_sampler
+    sampler = (
+        dl.batch_sampler.batch_sampler
+        if hasattr(dl.batch_sampler, "batch_sampler")
+        else dl.batch_sampler
+    )
     if hasattr(sampler, "sampler") and hasattr(sampler.sampler, "set_epoch"):
         sampler.sampler.set_epoch(0)
     return list(list(sampler)[step - 1])

@@ -123,9 +123,7 @@ def test_architecture_not_loadable_is_one_line(hf_run: dict[str, Any], tmp_path:
     assert "\n" not in str(exc.value)
 
 
-def test_missing_dataset_gives_one_line_per_probe(
-    analysis: dict[str, Any], tmp_path: Path
-) -> None:
+def test_missing_dataset_gives_one_line_per_probe(analysis: dict[str, Any], tmp_path: Path) -> None:
     db = tmp_path / "copy.duckdb"
     shutil.copy(analysis["db"], db)
     res = CliRunner().invoke(

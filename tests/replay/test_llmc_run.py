@@ -28,7 +28,11 @@ B, T, STEPS, RARE_STEP, COMMON, RARE_ROWS = 8, 32, 150, 110, 200, 5
 
 def _stream(n: int, rng: np.random.Generator) -> np.ndarray:
     succ = rng.integers(0, COMMON, size=(COMMON, 3)).tolist()
-    pick, jump, rand = rng.integers(0, 3, n).tolist(), (rng.random(n) < 0.1).tolist(), rng.integers(0, COMMON, n).tolist()
+    pick, jump, rand = (
+        rng.integers(0, 3, n).tolist(),
+        (rng.random(n) < 0.1).tolist(),
+        rng.integers(0, COMMON, n).tolist(),
+    )
     out, w = [], 0
     for i in range(n):
         out.append(w)
@@ -48,7 +52,9 @@ def llmc_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     records = loader_records(files, st, STEPS - 1)
     rec = records[RARE_STEP][0]  # 5 of that batch's 8 rows: tokens seen nowhere else
     tokens = np.fromfile(rec.source, dtype=np.uint16, offset=1024).astype(np.int64)
-    tokens[rec.token_offset : rec.token_offset + RARE_ROWS * T] = rng.integers(COMMON, 512, RARE_ROWS * T)
+    tokens[rec.token_offset : rec.token_offset + RARE_ROWS * T] = rng.integers(
+        COMMON, 512, RARE_ROWS * T
+    )
     write_shard(Path(rec.source), tokens)
     torch.manual_seed(0)
     model = GPT(preset("tiny", vocab_size=512, block_size=T))

@@ -38,8 +38,8 @@ from forensics.errors import ReplayError
 from forensics.replay.freq import TRAIN_SAMPLE, train_freq
 from forensics.replay.probes.base import Session, median, ratio
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
-from forensics.replay.state import StateUnavailable, batch_records
 from forensics.replay.sources import read_tokens
+from forensics.replay.state import StateUnavailable, batch_records
 from forensics.sim.data import BatchRecord
 
 PROBE = HYPOTHESIS = "data_corruption"
