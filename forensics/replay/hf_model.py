@@ -182,9 +182,11 @@ def decoder_layers(model: nn.Module) -> list[nn.Module]:
     """The model's transformer blocks: the longest ModuleList of identical block types."""
     best: list[nn.Module] = []
     for mod in model.modules():
-        same = isinstance(mod, nn.ModuleList) and len({type(m) for m in mod}) == 1
-        if same and len(mod) > len(best):
-            best = list(mod)
+        if not isinstance(mod, nn.ModuleList):
+            continue
+        blocks = list(mod)
+        if len({type(m) for m in blocks}) == 1 and len(blocks) > len(best):
+            best = blocks
     return best
 
 
