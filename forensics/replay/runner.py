@@ -78,7 +78,9 @@ def replay_run(
     incidents = sorted(select_incidents(data, incident_id, step), key=lambda i: i.onset)
     if not data.records and is_hf_run(data, src):
         return _replay_hf(store, data, incidents, src, dev, k, progress)
-    if not data.records and not data.missing_spans:
+    asked = bool(src.shards) or src.batch_size is not None or src.seq_len is not None
+    if not data.records and not data.missing_spans and asked:
+        # only on request: a guessed loader would silently replay batches the run never saw
         data = _with_loader_records(store, data, src)
     if data.incidents and not data.records and not data.missing_spans:
         raise ReplayError(replayable(store, run_id) or f'run "{run_id}" has no batches')
