@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from forensics.detect import DetectConfig, Detection, detect
 from forensics.detect.store import write_json
@@ -41,6 +42,7 @@ class AnalyzeOptions:
     config: DetectConfig | None = None  # detection thresholds (None: the defaults)
     gpu_hour_cost: float | None = None  # $ per GPU-hour, for the cost of each incident
     fmt: str | None = None  # force a reader (--format)
+    sources: Any = None  # forensics.replay.sources.Sources: dataset, tokenizer, shard loader
 
 
 @dataclass
@@ -92,9 +94,12 @@ def replay_step(ctx: AnalyzeContext) -> None:
         ctx.notes.append("replay: nothing to replay (no incident)")
         return
     from forensics.replay import replay_run
+    from forensics.replay.tiers import describe
 
     try:
-        replay_run(ctx.store, ctx.run_id, device=ctx.options.device, progress=ctx.progress)
+        rows = replay_run(ctx.store, ctx.run_id, device=ctx.options.device,
+                          progress=ctx.progress, sources=ctx.options.sources)  # fmt: skip
+        ctx.notes.append(f"replay: {describe(rows)}")
     except ReplayError as exc:
         ctx.notes.append(f"replay: not run ({exc})")
 

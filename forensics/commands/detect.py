@@ -8,6 +8,17 @@ from typing import TYPE_CHECKING
 import typer
 
 from forensics.cli import app, err_console, out_console
+from forensics.commands.replay import (
+    ACCUM_OPTION,
+    BATCH_OPTION,
+    DATASET_OPTION,
+    LOADER_OPTION,
+    SEQ_OPTION,
+    SHARDS_OPTION,
+    TOKENIZER_OPTION,
+    WORLD_OPTION,
+    make_sources,
+)  # fmt: skip
 
 if TYPE_CHECKING:  # the pipeline (numpy, polars, scipy, duckdb) loads only when a command runs
     from forensics.detect import DetectConfig, Detection
@@ -113,6 +124,14 @@ def analyze(
     tolerance: float | None = TOLERANCE_OPTION,
     gpu_hour_cost: float | None = COST_OPTION,
     fmt: str | None = typer.Option(None, "--format", help="Force a reader."),
+    dataset: Path | None = DATASET_OPTION,
+    tokenizer: Path | None = TOKENIZER_OPTION,
+    shards: list[Path] | None = SHARDS_OPTION,
+    loader: str = LOADER_OPTION,
+    batch_size: int | None = BATCH_OPTION,
+    seq_len: int | None = SEQ_OPTION,
+    world_size: int | None = WORLD_OPTION,
+    grad_accum: int | None = ACCUM_OPTION,
 ) -> None:
     """Ingest, detect, replay and report in one go; always writes OUT/incidents.json.
 
@@ -130,6 +149,16 @@ def analyze(
         config=_config(recovery_window, tolerance),
         gpu_hour_cost=gpu_hour_cost,
         fmt=fmt,
+        sources=make_sources(
+            dataset=dataset,
+            tokenizer=tokenizer,
+            shards=shards,
+            loader=loader,
+            batch_size=batch_size,
+            seq_len=seq_len,
+            world_size=world_size,
+            grad_accum=grad_accum,
+        ),  # fmt: skip
     )
     with err_console.status("analyzing") as status:
         result = run_analyze(path, out, db=db, options=options, progress=status.update)

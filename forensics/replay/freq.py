@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from forensics.errors import SimulationError
+from forensics.errors import ReplayError
 from forensics.replay.context import RunData
-from forensics.sim.data import read_shard
+from forensics.replay.sources import read_tokens
 
 TRAIN_SAMPLE = 2_000_000
 RARE_MASS = 0.01  # rare ids: the least frequent ids that together hold 1% of the token mass
@@ -46,8 +46,8 @@ def train_freq(data: RunData, shard_hint: str | None) -> Freq | None:
     if shard_hint is None:
         return None
     try:
-        shard = read_shard(Path(shard_hint))
-    except (SimulationError, OSError, ValueError):
+        shard = read_tokens(Path(shard_hint))
+    except (ReplayError, OSError, ValueError):
         return None
     sample = np.asarray(shard[: min(shard.size, TRAIN_SAMPLE)], dtype=np.int64)
     return Freq(np.bincount(sample).astype(np.float64), f"sample of {shard_hint}")

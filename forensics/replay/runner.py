@@ -14,16 +14,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
 import torch
 
 from forensics.errors import ReplayError, SimulationError
 from forensics.replay.context import Incident, RunData, load_run, replayable, select_incidents
+from forensics.replay.hf_replay import is_hf_run
 from forensics.replay.plan import make_plan
 from forensics.replay.probes import data_corruption, optimizer, overflow, rare_tokens
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.reproduce import hardware, reproduce
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult, write_results
+from forensics.replay.sources import Sources
 from forensics.replay.state import (
     StateUnavailable,
     advance,
@@ -33,6 +37,7 @@ from forensics.replay.state import (
     restore,
 )
 from forensics.replay.verdicts import apply_verdicts
+from forensics.sim.data import BatchRecord
 from forensics.sim.trainer import TrainState, resolve_device
 from forensics.store.db import Store
 
@@ -55,26 +60,100 @@ def replay_run(
     device: str = "auto",
     k: int = 20,
     progress: Progress | None = None,
+    sources: Sources | None = None,
 ) -> list[ReplayResult]:
     """Replay the run's incidents (or one), store the `replays` rows, apply the verdicts to
     `findings`/`incidents`, and return the rows. A run without incidents returns []; one
-    without any batch manifest raises ReplayError (no probe could run)."""
+    without any batch source (manifest, shards with loader settings, HF dataset) raises
+    ReplayError (no probe could run).
+
+    Which batches: a Hugging Face run (a `checkpoint-N/` folder, or `sources.dataset`) has
+    them rebuilt by its own Trainer (hf_replay); a run without a manifest but with token
+    shards (`sources.shards`) has them reconstructed from its loader settings (sources.py)."""
     if k < 2:
         raise ReplayError(f"--k must be at least 2 (got {k}): the window needs two steps")
+    src = sources or Sources()
     dev = pick_device(device)
     data = load_run(store, run_id)
+    incidents = sorted(select_incidents(data, incident_id, step), key=lambda i: i.onset)
+    if not data.records and is_hf_run(data, src):
+        return _replay_hf(store, data, incidents, src, dev, k, progress)
+    asked = bool(src.shards) or src.batch_size is not None or src.seq_len is not None
+    if not data.records and not data.missing_spans and asked:
+        # only on request: a guessed loader would silently replay batches the run never saw
+        data = _with_loader_records(store, data, src)
     if data.incidents and not data.records and not data.missing_spans:
         raise ReplayError(replayable(store, run_id) or f'run "{run_id}" has no batches')
     out: list[ReplayResult] = []
     cache: Cache = {}
-    for inc in sorted(select_incidents(data, incident_id, step), key=lambda i: i.onset):
+    for inc in incidents:
         if progress is not None:
             progress(f"replaying incident {inc.incident_id} of {run_id} on {dev}")
-        rows = replay_incident(data, inc, dev, k, progress, cache)
+        rows = replay_incident(data, inc, dev, k, progress, cache, judge=src.judge)
         write_results(store, run_id, inc.incident_id, rows)
         out += rows
     apply_verdicts(store, run_id)
     return out
+
+
+def _replay_hf(
+    store: Store,
+    data: RunData,
+    incidents: list[Incident],
+    src: Sources,
+    dev: torch.device,
+    k: int,
+    progress: Progress | None,
+) -> list[ReplayResult]:
+    from forensics.replay.hf_replay import HFRun, replay_hf_incident
+
+    if progress is not None:
+        progress(f"{data.run_id}: rebuilding the Trainer's batches")
+    run = HFRun(store, data, src)
+    out: list[ReplayResult] = []
+    for inc in incidents:
+        if progress is not None:
+            progress(f"replaying incident {inc.incident_id} of {data.run_id} on {dev} (HF)")
+        rows = replay_hf_incident(run, inc, dev, k)
+        write_results(store, data.run_id, inc.incident_id, rows)
+        out += rows
+    apply_verdicts(store, data.run_id)
+    return out
+
+
+def _with_loader_records(store: Store, data: RunData, src: Sources) -> RunData:
+    """Reconstruct the batches from the shard loader's settings and store them in `batches`
+    (manifest `loader:<kind>`), so that later replays read them like a manifest."""
+    import json
+
+    import polars as pl
+
+    from forensics.replay.sources import loader_records, resolve_shards, settings
+
+    shards = resolve_shards(src.shards) if src.shards else _indexed_shards(store, data.run_id)
+    if not shards:
+        return data
+    try:
+        st = settings(src, data.config)
+    except ReplayError as exc:
+        if src.shards:
+            raise
+        missing = replayable(store, data.run_id) or "no batch manifest"
+        raise ReplayError(
+            f"{missing}; the run's token shards could be read in order: {exc}"
+        ) from exc
+    last = max(data.steps_logged("loss"), default=0)
+    records = loader_records(shards, st, last)
+    rows = [
+        (data.run_id, r.step, r.source, r.micro, None, r.token_offset, r.n_tokens, r.seq_len,
+         json.dumps({"batch_size": r.batch_size, "loader": st.loader}), f"loader:{st.loader}")
+        for recs in records.values() for r in recs
+    ]  # fmt: skip
+    cols = ["run_id", "step", "source", "micro", "sample_index", "token_offset", "n_tokens",
+            "seq_len", "extra", "manifest"]  # fmt: skip
+    store.insert_frame("batches", pl.DataFrame(rows, schema=cols, orient="row"))
+    data.records = records
+    return data
 
 
 def pick_device(name: str) -> torch.device:
@@ -93,6 +172,7 @@ def replay_incident(
     k: int,
     progress: Progress | None = None,
     cache: Cache | None = None,
+    judge: bool = True,
 ) -> list[ReplayResult]:
     s = Session(data, make_plan(data, inc, k), device)
     results = [data_corruption.run(s)]
@@ -106,7 +186,50 @@ def replay_incident(
         if progress is not None:
             progress(f"incident {inc.incident_id}: probe {name}")
         results.append(probe(s))
+    if s.pre is None and judge:
+        if progress is not None:
+            progress(f"incident {inc.incident_id}: training the reference judge (tier 2)")
+        results.append(judge_batch(s))
     return downgrade(arbitrate(confound(results, s)))
+
+
+def judge_batch(s: Session) -> ReplayResult:
+    """Tier 2: the bundled model, trained on a sample of the run's shards (an equal share of
+    each, the offending step's spans masked out), scores the offending batch against the
+    controls."""
+    from forensics.replay import judge
+    from forensics.replay.freq import train_freq
+
+    why = s.unavailable or "the run's model is not available"
+    try:
+        off = s.batch(s.plan.offending)
+        recs = s.data.records[s.plan.offending]
+        stream = shard_sample(s.data, recs)
+    except (StateUnavailable, ReplayError, OSError, ValueError) as exc:
+        return judge.judge(s.run_id, s.incident_id, None, None, [], None, s.device, f"{exc}")
+    freq = train_freq(s.data, recs[0].source)
+    return judge.judge(
+        s.run_id, s.incident_id, stream, off, s.control_batches(), freq, s.device, why
+    )
+
+
+def shard_sample(data: RunData, masked: list[BatchRecord]) -> np.ndarray:
+    """Up to TRAIN_SAMPLE tokens, an equal share from the start of each shard the run read,
+    with the spans of `masked` left out."""
+    from forensics.replay.freq import TRAIN_SAMPLE
+    from forensics.replay.sources import read_tokens
+
+    sources = sorted({r.source for recs in data.records.values() for r in recs})
+    share = TRAIN_SAMPLE // max(1, len(sources))
+    parts = []
+    for src in sources:
+        tokens = read_tokens(Path(src))
+        keep = np.ones(min(tokens.size, share), dtype=bool)
+        for r in masked:
+            if r.source == src:
+                keep[r.token_offset : r.token_offset + r.n_tokens] = False
+        parts.append(np.asarray(tokens[: keep.size], dtype=np.int64)[keep])
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def rebuild(s: Session, progress: Progress | None, cache: Cache) -> None:
@@ -192,3 +315,11 @@ def downgrade(results: list[ReplayResult]) -> list[ReplayResult]:
             )
             r.verdict = INCONCLUSIVE
     return results
+
+
+def _indexed_shards(store: Store, run_id: str) -> list[Path]:
+    """The run's ingested training shards in name order (those named *train*, else all)."""
+    frame = store.query("SELECT path FROM token_shards WHERE run_id = ? ORDER BY path", [run_id])
+    paths = [Path(p) for p in frame["path"].to_list()] if frame.height else []
+    train = [p for p in paths if "train" in p.name.lower()]
+    return train or [p for p in paths if "val" not in p.name.lower()]

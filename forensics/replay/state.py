@@ -15,12 +15,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from forensics.errors import SimulationError
+from forensics.errors import ReplayError, SimulationError
 from forensics.replay.context import Checkpoint, RunData
 from forensics.sim import checkpoint as ckpt_io
-from forensics.sim.data import BatchRecord, read_batch
+from forensics.sim.data import BatchRecord
 from forensics.sim.trainer import Fault, TrainState, state_from_checkpoint, train_step
 
 StepRow = dict[str, Any]
@@ -117,10 +118,7 @@ def load_batch(
     """(x, y, input_scale) of each micro-batch of a step, read from its token shard."""
     out = []
     for rec in batch_records(data, step):
-        try:
-            x, y = read_batch(Path(rec.source).parent, rec)
-        except SimulationError as exc:
-            raise StateUnavailable(str(exc)) from exc
+        x, y = read_span(rec)
         out.append((x.to(device), y.to(device), rec.input_scale))
     return out
 
@@ -129,3 +127,25 @@ def check_batches(data: RunData, steps: range | list[int]) -> None:
     """Fail early (StateUnavailable) if any step's batch cannot be read."""
     for step in steps:
         load_batch(data, step, torch.device("cpu"))
+
+
+def read_span(rec: BatchRecord) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y) int64 (batch_size, seq_len) of one record, from any shard format replay reads
+    (llm.c v1/v2 header, headerless uint16, .npy)."""
+    from forensics.replay.sources import read_tokens
+
+    path = Path(rec.source)
+    if not path.is_file():
+        raise StateUnavailable(f"{path}: token shard named by the manifest is missing")
+    try:
+        tokens = read_tokens(path)
+    except (ReplayError, OSError, ValueError) as exc:
+        raise StateUnavailable(str(exc)) from exc
+    end = rec.token_offset + rec.n_tokens
+    if rec.n_tokens != rec.batch_size * rec.seq_len + 1 or end > tokens.size:
+        raise StateUnavailable(
+            f"{path}: batch of step {rec.step} (offset {rec.token_offset}, {rec.n_tokens} "
+            f"tokens) does not fit the shard of {tokens.size} tokens"
+        )
+    span = torch.from_numpy(np.asarray(tokens[rec.token_offset : end], dtype=np.int64))
+    return span[:-1].view(rec.batch_size, rec.seq_len), span[1:].view(rec.batch_size, rec.seq_len)

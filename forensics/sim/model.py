@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -284,3 +284,183 @@ class GPT(nn.Module):
         if reduction == "none":
             return tok.view(targets.shape)  # (B, T)
         return tok.sum() / valid.sum().clamp(min=1.0)
+
+
+# ---------------------------------------------------------------------------- nanoGPT variant
+# karpathy/nanoGPT's GPT-2 architecture, module for module (LayerNorm with optional bias, GELU
+# MLP, learned positions, fused qkv), so that a nanoGPT `ckpt.pt` loads with its own state-dict
+# keys and computes exactly what nanoGPT computes. It exposes the interface replay measures
+# through (`cfg.vocab_size`, `blocks`, `wte`, `ln_f`, `lm_head`, `input_scale`, `stats`,
+# `forward(idx, targets, reduction)`); unlike nanoGPT's forward, inference returns the logits
+# of every position, not only the last one.
+NANOGPT_ARCH = "nanogpt"
+
+
+@dataclass
+class NanoGPTConfig:
+    block_size: int = 1024
+    vocab_size: int = 50304
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True  # bias in Linears and LayerNorms, like GPT-2
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"arch": NANOGPT_ARCH, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NanoGPTConfig:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (PyTorch's cannot drop only the bias)."""
+
+    def __init__(self, ndim: int, bias: bool) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class NanoAttention(nn.Module):
+    def __init__(self, cfg: NanoGPTConfig) -> None:
+        super().__init__()
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.attn_dropout = nn.Dropout(cfg.dropout)
+        self.resid_dropout = nn.Dropout(cfg.dropout)
+        self.n_head, self.n_embd, self.dropout = cfg.n_head, cfg.n_embd, cfg.dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)  # (B, T, C) each
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        drop = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=drop, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class NanoMLP(nn.Module):
+    def __init__(self, cfg: NanoGPTConfig) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=cfg.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class NanoBlock(nn.Module):
+    def __init__(self, cfg: NanoGPTConfig) -> None:
+        super().__init__()
+        self.ln_1 = LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.attn = NanoAttention(cfg)
+        self.ln_2 = LayerNorm(cfg.n_embd, bias=cfg.bias)
+        self.mlp = NanoMLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class NanoGPT(nn.Module):
+    def __init__(self, cfg: NanoGPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.transformer = nn.ModuleDict(
+            {
+                "wte": nn.Embedding(cfg.vocab_size, cfg.n_embd),
+                "wpe": nn.Embedding(cfg.block_size, cfg.n_embd),
+                "drop": nn.Dropout(cfg.dropout),
+                "h": nn.ModuleList(NanoBlock(cfg) for _ in range(cfg.n_layer)),
+                "ln_f": LayerNorm(cfg.n_embd, bias=cfg.bias),
+            }
+        )
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.wte.weight = self.lm_head.weight  # tied, as nanoGPT does
+        self.input_scale = 1.0
+        self.stats: dict[str, list[float]] = {}
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    @property
+    def blocks(self) -> nn.ModuleList:
+        return cast(nn.ModuleList, self.transformer["h"])
+
+    @property
+    def wte(self) -> nn.Embedding:
+        return cast(nn.Embedding, self.transformer["wte"])
+
+    @property
+    def ln_f(self) -> nn.Module:
+        return self.transformer["ln_f"]
+
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        reduction: str = "mean",
+        record: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """idx (B, T) -> logits (B, T, V) and nanoGPT's loss (ignore_index=-1) when targets
+        are given; reduction="none" gives it per token (B, T)."""
+        B, T = idx.shape
+        assert self.cfg.block_size >= T, f"sequence length {T} > block_size {self.cfg.block_size}"
+        pos = torch.arange(0, T, dtype=torch.long, device=idx.device)  # (T,)
+        tok = self.wte(idx)
+        if self.input_scale != 1.0:
+            tok = tok * self.input_scale
+        x = self.transformer["drop"](tok + self.transformer["wpe"](pos))  # (B, T, C)
+        norms: list[float] = []
+        for block in self.blocks:
+            x = block(x)
+            if record:
+                norms.append(float(x.detach().float().norm(dim=-1).mean()))
+        if record:
+            self.stats = {"act_norm": norms, "max_attn_logit": [math.nan] * len(norms)}
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        if targets is None:
+            return logits, None
+        flat = F.cross_entropy(
+            logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1, reduction="none"
+        )
+        if reduction == "none":
+            return logits, flat.view(targets.shape)
+        return logits, F.cross_entropy(
+            logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1
+        )
+
+
+def load_nanogpt_checkpoint(path: Any) -> tuple[NanoGPT, dict[str, Any]]:
+    """A nanoGPT `ckpt.pt` (`model_args`, `model` state dict, `optimizer`, `iter_num`...) as
+    a NanoGPT with its weights, and the raw checkpoint. Keys compiled models prefix with
+    `_orig_mod.` are unprefixed, and the causal-mask buffers (`attn.bias`) that nanoGPT saves
+    without flash attention are dropped, as nanoGPT itself does when it resumes."""
+    raw = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(raw, dict) or "model_args" not in raw or "model" not in raw:
+        raise ValueError(f"{path}: not a nanoGPT checkpoint (needs model_args and model)")
+    model = NanoGPT(NanoGPTConfig.from_dict(dict(raw["model_args"])))
+    state = {k.removeprefix("_orig_mod."): v for k, v in raw["model"].items()}
+    state = {k: v for k, v in state.items() if not k.endswith(".attn.bias")}
+    model.load_state_dict(state)
+    return model, raw

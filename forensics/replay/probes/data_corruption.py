@@ -34,12 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from forensics.errors import SimulationError
+from forensics.errors import ReplayError
 from forensics.replay.freq import TRAIN_SAMPLE, train_freq
 from forensics.replay.probes.base import Session, median, ratio
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
+from forensics.replay.sources import read_tokens
 from forensics.replay.state import StateUnavailable, batch_records
-from forensics.sim.data import BatchRecord, read_shard
+from forensics.sim.data import BatchRecord
 
 PROBE = HYPOTHESIS = "data_corruption"
 MIN_PAIRS = 50
@@ -131,8 +132,8 @@ def tokens_of(records: list[BatchRecord]) -> np.ndarray:
         if not path.is_file():
             raise StateUnavailable(f"{path}: token shard named by the manifest is missing")
         try:
-            shard = read_shard(path)
-        except SimulationError as exc:
+            shard = read_tokens(path)
+        except (ReplayError, OSError, ValueError) as exc:
             raise StateUnavailable(str(exc)) from exc
         end = rec.token_offset + rec.n_tokens
         if end > shard.size:
@@ -160,8 +161,8 @@ Known = tuple[np.ndarray, int]  # sorted pair codes a * V + b seen in training, 
 def known_bigrams(records: list[BatchRecord], vocab: int | None) -> Known | None:
     """Adjacent pairs of a sample of the shard that the control batches come from."""
     try:
-        shard = read_shard(Path(records[0].source))
-    except (SimulationError, OSError, ValueError):
+        shard = read_tokens(Path(records[0].source))
+    except (ReplayError, OSError, ValueError):
         return None  # an unreadable shard only disables this statistic
     sample = np.asarray(shard[: min(shard.size, TRAIN_SAMPLE)], dtype=np.int64)
     v = max(int(sample.max(initial=0)) + 1, vocab or 0)
