@@ -44,6 +44,7 @@ SMALL_FILE_BYTES = 1 << 20  # below this, starting DuckDB costs more than parsin
 _STEP_SET = frozenset(STEP_KEYS)
 _CHUNK_ROWS = 50_000
 _TAIL_BYTES = 1 << 20
+_DICT_KEYS = 256  # above this many keys in a chunk, records are pivoted (see _rows_frame)
 _EXPECTED = "one JSON object per line"
 _NUMBER_TEXT = re.compile(
     r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.IGNORECASE
@@ -340,5 +341,20 @@ def _iso_seconds(text: str) -> float | None:
 
 
 def _rows_frame(rows: list[dict[str, float]]) -> pl.DataFrame:
+    """Records as a wide frame, columns in first-seen order. Narrow records go through
+    `from_dicts`; many distinct keys (a sparse log of 10,000 metrics) through a pivot of
+    (row, key, value) triples, since `from_dicts` costs rows x keys in Python."""
     keys = list(dict.fromkeys(k for row in rows for k in row))
-    return pl.from_dicts(rows, schema={k: pl.Float64 for k in keys})
+    if len(keys) <= _DICT_KEYS:
+        return pl.from_dicts(rows, schema={k: pl.Float64 for k in keys})
+    index = [i for i, row in enumerate(rows) for _ in row]
+    names = [k for row in rows for k in row]
+    values = [v for row in rows for v in row.values()]
+    long = pl.DataFrame(
+        {"\0row": index, "\0key": names, "\0value": values},
+        schema={"\0row": pl.Int64, "\0key": pl.Utf8, "\0value": pl.Float64},
+    )
+    wide = long.pivot(on="\0key", index="\0row", values="\0value", aggregate_function=None)
+    every = pl.DataFrame({"\0row": range(len(rows))}, schema={"\0row": pl.Int64})
+    wide = every.join(wide, on="\0row", how="left", maintain_order="left")
+    return wide.select([pl.col(k).cast(pl.Float64) for k in keys])

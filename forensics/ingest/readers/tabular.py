@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, read_head, register
-from forensics.ingest.readers._wide import pick_step_key, wide_to_long
+from forensics.ingest.readers._wide import pick_step_key, wide_to_block
 
 _DELIMITERS = {".csv": ",", ".tsv": "\t"}
 _PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -34,8 +34,8 @@ class TableReader(Reader):
 
     def read(self, path: Path) -> ReadResult:
         wide, warnings, first_line = load_table(path)
-        long, more = wide_to_long(wide, path, first_line=first_line)
-        return ReadResult(long, warnings=warnings + more)
+        block, more = wide_to_block(wide, path, first_line=first_line)
+        return ReadResult(blocks=[block], warnings=warnings + more)
 
 
 def table_kind(path: Path, head: str) -> str | None:
