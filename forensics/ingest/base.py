@@ -105,6 +105,9 @@ class Reader(ABC):
     description: ClassVar[str]
     # Lower sniffs first: specific formats (Megatron golden JSON) before generic ones (JSONL).
     priority: ClassVar[int] = 50
+    # False for logs whose numbers are printed text parsed back (a structured source wins
+    # over such a log when both give a (step, metric): forensics/store/conflicts.py).
+    structured: ClassVar[bool] = True
 
     @abstractmethod
     def sniff(self, path: Path, head: str) -> bool:

@@ -19,7 +19,13 @@ import polars as pl
 from forensics.canon import alias_table
 from forensics.errors import RunNotFoundError, StoreError
 from forensics.store.blocks import MetricBlock, blocks_from_long, value_column
-from forensics.store.schema import ALL_DDL, PER_SOURCE_TABLES, SCHEMA_VERSION, wide_view_sql
+from forensics.store.schema import (
+    ADDED_COLUMNS,
+    ALL_DDL,
+    PER_SOURCE_TABLES,
+    SCHEMA_VERSION,
+    wide_view_sql,
+)
 
 METRIC_COLUMNS = ["run_id", "step", "metric", "value", "wall_time", "raw_name", "source"]
 _BLOCK_VIEW = "_forensics_block"  # temp view over the block being written
@@ -34,6 +40,7 @@ class Store:
         self.path = Path(path)
         if read_only and not self.path.exists():
             raise StoreError(f'"{self.path}" does not exist; run `forensics ingest` first')
+        _check_database_file(self.path)
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:
@@ -51,6 +58,8 @@ class Store:
                 self.con.execute("ALTER TABLE metrics RENAME TO metrics_v1")
             for ddl in ALL_DDL:
                 self.con.execute(ddl)
+            for table, column, kind in ADDED_COLUMNS:
+                self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
             if old_metrics:
                 self._migrate_v1_metrics()
         self.con.execute(
@@ -163,14 +172,42 @@ class Store:
         self.con.execute("DELETE FROM sources WHERE run_id = ? AND path = ?", [run_id, source])
 
     def record_source(
-        self, run_id: str, path: str, kind: str, fmt: str, rows: int, warnings: list[str]
+        self,
+        run_id: str,
+        path: str,
+        kind: str,
+        fmt: str,
+        rows: int,
+        warnings: list[str],
+        fingerprint: str | None = None,
     ) -> None:
         size = Path(path).stat().st_size if Path(path).is_file() else None
         now = datetime.now(UTC).replace(tzinfo=None)
         self.con.execute(
-            "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, path, kind, fmt, size, rows, json.dumps(warnings), now],
+            "INSERT OR REPLACE INTO sources (run_id, path, kind, format, bytes, rows, warnings, "
+            "ingested_at, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [run_id, path, kind, fmt, size, rows, json.dumps(warnings), now, fingerprint],
         )
+
+    def add_source_warnings(self, run_id: str, path: str, warnings: list[str]) -> None:
+        """Append warnings found after a source was recorded (conflicts with later ones)."""
+        rows = self.con.execute(
+            "SELECT warnings FROM sources WHERE run_id = ? AND path = ?", [run_id, path]
+        ).fetchall()
+        if rows:
+            old = json.loads(rows[0][0]) if rows[0][0] else []
+            self.con.execute(
+                "UPDATE sources SET warnings = ? WHERE run_id = ? AND path = ?",
+                [json.dumps(old + warnings), run_id, path],
+            )
+
+    def source_fingerprints(self, run_id: str) -> dict[str, str]:
+        """Fingerprint -> path of the run's stored sources (those recorded with one)."""
+        rows = self.con.execute(
+            "SELECT fingerprint, path FROM sources WHERE run_id = ? AND fingerprint IS NOT NULL",
+            [run_id],
+        ).fetchall()
+        return {str(f): str(p) for f, p in rows}
 
     def insert_frame(self, table: str, frame: pl.DataFrame) -> int:
         """Bulk insert through Arrow (no per-row Python); columns are matched by name."""
@@ -400,6 +437,31 @@ class Store:
         return pl.DataFrame(pl.from_arrow(table))
 
     table = query  # older name, kept for callers
+
+
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
+
+
+def _check_database_file(path: Path) -> None:
+    """`--db` must name a DuckDB file or a new path: opening anything else would either
+    fail deep in DuckDB or (an old CSV) never persist what was ingested."""
+    if not path.exists():
+        if path.parent != Path("") and not path.parent.is_dir():
+            raise StoreError(f'"{path}": folder "{path.parent}" does not exist')
+        return
+    if path.is_dir():
+        raise StoreError(f'"{path}" is a folder, not a DuckDB database file')
+    if not path.is_file():
+        raise StoreError(f'"{path}" is not a regular file (expected a DuckDB database file)')
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError as exc:
+        raise StoreError(f'cannot read "{path}": {exc.strerror}') from exc
+    if head and head[8:12] != _DUCKDB_MAGIC:
+        raise StoreError(
+            f'"{path}" exists and is not a DuckDB database; pass --db a .duckdb file or a new path'
+        )
 
 
 def _columns_frame(
