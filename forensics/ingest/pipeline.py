@@ -11,6 +11,7 @@ table `conflicts`.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,7 +180,7 @@ def _store_metrics(
 
 
 def _store_other(
-    store: Store, run_id: str, path: Path, source: str, kind: str, digest: str
+    store: Store, run_id: str, path: Path, source: str, kind: str, digest: str, root: Path | None
 ) -> SourceSummary:
     store.clear_source(run_id, source)
     rows, fmt, warnings = 0, kind, []
@@ -198,7 +199,7 @@ def _store_other(
         store.insert_frame("checkpoint_stats", stats)
         rows, fmt, warnings = stats.height, idx.row["format"], idx.warnings
     elif kind == "manifest":
-        frame = batches.read_manifest(path)
+        frame = batches.read_manifest(path, root)
         frame = frame.with_columns(pl.lit(run_id).alias("run_id"), pl.lit(source).alias("manifest"))
         rows, fmt = store.insert_frame("batches", frame), path.suffix.lstrip(".")
     elif kind == "token_shard":
@@ -224,15 +225,21 @@ def ingest(
     fmt: str | None = None,
     aliases: str | None = None,
     progress: Progress | None = None,
+    allow_outside_sources: bool = False,
 ) -> list[RunSummary]:
-    """Ingest each path as a run (all of them as one run when `run` is given)."""
+    """Ingest each path as a run (all of them as one run when `run` is given).
+
+    `allow_outside_sources` lets batch manifests name shards outside the run folder."""
     forced = get_reader(fmt) if fmt else None
     groups: dict[str, list[Path]] = {}
     for p in paths:
         if not p.exists():
             raise InputError(p, "no such file or folder")
         groups.setdefault(run or run_name_for(p), []).append(p)
-    return [_ingest_run(store, name, ps, forced, aliases, progress) for name, ps in groups.items()]
+    return [
+        _ingest_run(store, name, ps, forced, aliases, progress, allow_outside_sources)
+        for name, ps in groups.items()
+    ]
 
 
 def _sources(paths: list[Path], forced: Reader | None) -> list[tuple[Path, str, Reader | None]]:
@@ -311,6 +318,13 @@ def _identify(
     return out, skipped
 
 
+def _run_root(paths: list[Path]) -> Path:
+    """The folder a run's manifests must stay inside: the run folder given (for several
+    paths, their deepest common folder)."""
+    folders = [str((p if p.is_dir() else p.parent).resolve()) for p in paths]
+    return Path(os.path.commonpath(folders))
+
+
 def _source_error(path: Path, exc: Exception) -> InputError:
     """An exception no reader turned into an InputError, as one line naming the file."""
     return InputError(path, f"cannot be ingested: {type(exc).__name__}: {one_line(str(exc), 160)}")
@@ -323,8 +337,10 @@ def _ingest_run(
     forced: Reader | None,
     aliases: str | None,
     progress: Progress | None,
+    allow_outside: bool = False,
 ) -> RunSummary:
     summary = RunSummary(name)
+    root = None if allow_outside else _run_root(paths)
     for p in paths:
         _check_path(p)
     found, skipped = _identify(store, name, _sources(paths, forced))
@@ -350,7 +366,8 @@ def _ingest_run(
             )
             conflicts.restore(store.con, name)
             for i, src in enumerate(found):
-                summary.sources.append(_store_source(store, name, src, read.get(i), aliases))
+                stored = _store_source(store, name, src, read.get(i), aliases, root)
+                summary.sources.append(stored)
                 if progress and src.kind != "metrics":
                     progress(f"{name}: {src.path.name} ({src.kind})")
             summary.sources += skipped
@@ -366,13 +383,18 @@ def _ingest_run(
 
 
 def _store_source(
-    store: Store, name: str, src: _Source, result: ReadResult | None, aliases: str | None
+    store: Store,
+    name: str,
+    src: _Source,
+    result: ReadResult | None,
+    aliases: str | None,
+    root: Path | None,
 ) -> SourceSummary:
     try:
         if src.kind == "metrics":
             assert src.reader is not None and result is not None
             return _store_metrics(store, name, src.real, src.reader, result, aliases, src.digest)
-        return _store_other(store, name, src.path, src.real, src.kind, src.digest)
+        return _store_other(store, name, src.path, src.real, src.kind, src.digest, root)
     except ForensicsError:
         raise
     except Exception as exc:  # noqa: BLE001 - named, one line, never a traceback
