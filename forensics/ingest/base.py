@@ -152,7 +152,9 @@ def read_head(path: Path) -> str:
     if path.is_dir():
         return ""
     with open(path, "rb") as fh:
-        return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
+        head = fh.read(HEAD_BYTES)
+    # A UTF-8 byte-order mark (Windows editors, PowerShell's Out-File) is not content.
+    return head.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace")
 
 
 def sniff_format(path: Path) -> Reader | None:

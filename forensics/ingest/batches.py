@@ -432,7 +432,7 @@ def _counts_frame(path: Path, tokens: np.ndarray, counts: np.ndarray) -> pl.Data
         if bad.size:
             raise InputError(
                 path,
-                f"{values[bad[0]]!r} at record {int(bad[0]) + 1}",
+                f"{shown(float(values[bad[0]]))} at record {int(bad[0]) + 1}",
                 field=name,
                 expected=f"an integer in 0..{limit:.0f}",
             )

@@ -44,6 +44,7 @@ SMALL_FILE_BYTES = 1 << 20  # below this, starting DuckDB costs more than parsin
 _STEP_SET = frozenset(STEP_KEYS)
 _CHUNK_ROWS = 50_000
 _TAIL_BYTES = 1 << 20
+_GLOB_CHARS = re.compile(r"[*?\[\]{}]")
 _DICT_KEYS = 256  # above this many keys in a chunk, records are pivoted (see _rows_frame)
 _EXPECTED = "one JSON object per line"
 _NUMBER_TEXT = re.compile(
@@ -175,7 +176,7 @@ def _fast_block(
         con.execute("SET enable_progress_bar = false")
     try:
         with tempfile.TemporaryDirectory(prefix="forensics-jsonl-") as tmp:
-            src = path
+            src = literal_path(path, Path(tmp))
             if good_bytes < path.stat().st_size:
                 src = Path(tmp) / "prefix.jsonl"
                 _copy_prefix(path, src, good_bytes)
@@ -209,6 +210,17 @@ def _staged_block(
     except InputError:
         return None  # the exact path names the offending line
     return block, warnings, None
+
+
+def literal_path(path: Path, tmp: Path) -> Path:
+    """A name for `path` that DuckDB reads literally: DuckDB expands `*`, `?`, `[..]` and
+    `{..}` in file names as globs (`metrics[0].jsonl` would read `metrics0.jsonl`), and has
+    no switch to turn that off, so such a file is read through a plain-named link to it."""
+    if not _GLOB_CHARS.search(str(path)):
+        return path
+    link = tmp / "source.jsonl"
+    link.symlink_to(path.resolve())
+    return link
 
 
 def _copy_prefix(src: Path, dst: Path, nbytes: int) -> None:
@@ -256,7 +268,7 @@ def _exact_wide(path: Path, good_bytes: int) -> pl.DataFrame:
 
 def _parse_line(path: Path, raw: bytes, lineno: int) -> dict[str, float]:
     try:
-        record = json.loads(raw.decode("utf-8"))
+        record = json.loads(raw.decode("utf-8-sig" if lineno == 1 else "utf-8"))
     except json.JSONDecodeError as exc:
         problem = f"malformed JSON ({exc.msg} at column {exc.colno})"
         raise InputError(path, problem, line=lineno, expected=_EXPECTED) from exc

@@ -81,22 +81,32 @@ def _load_delimited(path: Path, sep: str) -> tuple[pl.DataFrame, list[str], int]
     except pl.exceptions.PolarsError as exc:
         raise _ragged(path, sep, str(exc)) from exc
     warnings: list[str] = []
-    if wide.height and _torn_last_row(path, sep, wide.width):
+    torn = _torn_last_row(path, sep, wide.width) if wide.height else None
+    if torn is not None:
         line = wide.height + 1
-        warnings.append(f"line {line}: last row is cut off (fewer cells than the header): dropped")
+        warnings.append(f"line {line}: last row {torn}: dropped")
         wide = wide.head(-1)
     return wide, warnings, 2
 
 
-def _torn_last_row(path: Path, sep: str, width: int) -> bool:
+def _torn_last_row(path: Path, sep: str, width: int) -> str | None:
+    """Why the last row looks cut off by a killed writer, or None when it is whole.
+
+    Every CSV writer ends a row with a newline, so a last row without one was cut off
+    mid-write even when its cells are all there: `1.05` torn after `1` still parses, as
+    the wrong number. Such a row is dropped (with a warning), never stored."""
     with open(path, "rb") as fh:
         fh.seek(max(0, path.stat().st_size - 65536))
         tail = fh.read()
-    if tail.endswith(b"\n"):
-        return False
+    if not tail or tail.endswith((b"\n", b"\r")):
+        return None
     last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace")
+    if not last.strip():
+        return None
     cells = next(csv.reader([last], delimiter=sep), [])
-    return len(cells) < width
+    if len(cells) < width:
+        return "is cut off (fewer cells than the header)"
+    return "has no line end (the writer was cut off before finishing it)"
 
 
 def _ragged(path: Path, sep: str, problem: str) -> InputError:
