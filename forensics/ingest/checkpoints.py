@@ -301,8 +301,8 @@ def _step_of(value: Any, path: Path) -> int | None:
         value = value.item()
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return int(value) if abs(int(value)) < _MAX_STEP else _name_step(path)
-    if isinstance(value, (float, np.floating)) and np.isfinite(value) and abs(value) < _MAX_STEP:
-        return int(value)
+    if isinstance(value, (float, np.floating)) and abs(float(value)) < _MAX_STEP:
+        return int(value)  # NaN fails the comparison too
     return _name_step(path)
 
 
