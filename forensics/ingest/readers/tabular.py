@@ -103,7 +103,10 @@ def _torn_last_row(path: Path, sep: str, width: int) -> str | None:
     last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace")
     if not last.strip():
         return None
-    cells = next(csv.reader([last], delimiter=sep), [])
+    try:
+        cells = next(csv.reader([last], delimiter=sep), [])
+    except csv.Error:
+        return "is cut off (unreadable)"
     if len(cells) < width:
         return "is cut off (fewer cells than the header)"
     return "has no line end (the writer was cut off before finishing it)"
@@ -113,11 +116,15 @@ def _ragged(path: Path, sep: str, problem: str) -> InputError:
     """Name the first row whose cell count differs from the header's."""
     with open(path, encoding="utf-8", errors="replace", newline="") as fh:
         reader = csv.reader(fh, delimiter=sep)
-        width = len(next(reader, []))
-        for row in reader:
-            if len(row) > width:
-                return InputError(
-                    path, f"{len(row)} cells in a {width}-column table", line=reader.line_num,
-                    expected=f"at most {width} cells per row",
-                )  # fmt: skip
-    return InputError(path, f"not a readable table: {problem.splitlines()[0][:100]}")
+        try:
+            width = len(next(reader, []))
+            for row in reader:
+                if len(row) > width:
+                    return InputError(
+                        path, f"{len(row)} cells in a {width}-column table",
+                        line=reader.line_num, expected=f"at most {width} cells per row",
+                    )  # fmt: skip
+        except csv.Error as exc:
+            return InputError(path, f"not a readable table: {exc}", line=reader.line_num)
+    first = (problem.splitlines() or [""])[0]
+    return InputError(path, f"not a readable table: {first[:100]}")
