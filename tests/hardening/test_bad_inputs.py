@@ -89,8 +89,11 @@ def test_byte_order_mark_is_not_content(tmp_path: Path, db: Path, name: str, bod
     assert got["step"].to_list() == [0, 1] and got["value"].to_list() == [1.0, 2.0]
 
 
-@pytest.mark.parametrize("name,body", [("m.jsonl", '{"step": -1, "loss": 1}\n{"step": 0, "loss": 2}\n'),
-                                       ("m.csv", "step,loss\n-2,1\n0,2\n")])  # fmt: skip
+@pytest.mark.parametrize(
+    "name,body",
+    [("m.jsonl", '{"step": -1, "loss": 1}\n{"step": 0, "loss": 2}\n'),
+     ("m.csv", "step,loss\n-2,1\n0,2\n")],
+)  # fmt: skip
 def test_negative_steps_are_stored(tmp_path: Path, db: Path, name: str, body: str) -> None:
     (tmp_path / name).write_text(body)
     ingest_paths(db, tmp_path / name)
