@@ -12,6 +12,7 @@ clean ForensicsError). Any other exception, silent change or hang fails the run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -25,8 +26,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=10_000, help="examples per reader")
     parser.add_argument("-k", default=None, help="pytest -k expression (which readers)")
+    parser.add_argument("--counts", type=Path, default=Path("fuzz_counts.json"),
+                        help="where the per-reader outcome counts are kept (JSON)")  # fmt: skip
     args = parser.parse_args()
     env = {**os.environ, "FORENSICS_FUZZ_EXAMPLES": str(args.examples)}
+    env["FORENSICS_FUZZ_COUNTS"] = str(args.counts.resolve())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/fuzz"]
     if args.k:
@@ -34,6 +38,10 @@ def main() -> int:
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=REPO, env=env, check=False)
     print(f"fuzz: {args.examples} examples per reader, {time.perf_counter() - start:.0f} s")
+    if args.counts.is_file():
+        for reader, outcomes in sorted(json.loads(args.counts.read_text()).items()):
+            parts = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+            print(f"  {reader:14s} {sum(outcomes.values()):6d} examples: {parts}")
     return done.returncode
 
 

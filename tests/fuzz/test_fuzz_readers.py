@@ -86,6 +86,9 @@ def alarm(seconds: int) -> Iterator[None]:
 def _count(reader: str, outcome: str) -> None:
     COUNTS.setdefault(reader, {}).setdefault(outcome, 0)
     COUNTS[reader][outcome] += 1
+    out = os.environ.get("FORENSICS_FUZZ_COUNTS")  # bench/fuzz_long.py keeps the tally
+    if out:
+        Path(out).write_text(json.dumps(COUNTS, indent=1, sort_keys=True))
 
 
 def _expected(steps: list[int], cols: Table) -> dict[tuple[int, str], float]:
