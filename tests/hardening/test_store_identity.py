@@ -157,3 +157,13 @@ def test_old_schema_database_gains_the_new_columns(tmp_path: Path) -> None:
     con.close()
     ingest_paths(db, _run(tmp_path / "r", range(5)))
     assert table(db, "SELECT count(fingerprint) FROM sources").item() == 1
+
+
+def test_a_loop_link_and_a_linked_copy_store_each_file_once(tmp_path: Path, db: Path) -> None:
+    run = tmp_path / "r"
+    _run(run, range(40))
+    (run / "loop").symlink_to(run)  # `loop -> .`: the walk meets every file again
+    (run / "again.jsonl").symlink_to(run / "metrics.jsonl")
+    ingest_paths(db, run)
+    assert metrics(db).height == 40
+    assert table(db, "SELECT count(*) FROM sources WHERE kind = 'metrics'").item() == 1
