@@ -167,3 +167,16 @@ def test_a_loop_link_and_a_linked_copy_store_each_file_once(tmp_path: Path, db: 
     ingest_paths(db, run)
     assert metrics(db).height == 40
     assert table(db, "SELECT count(*) FROM sources WHERE kind = 'metrics'").item() == 1
+
+
+def test_structured_source_beats_a_text_log(tmp_path: Path, db: Path) -> None:
+    run = tmp_path / "r"
+    _jsonl(run / "metrics.jsonl", [{"step": s, "loss": 2.0} for s in range(1, 11)])
+    (run / "main.log").write_text(  # llm.c's main.log
+        "".join(f"s:{s} trl:9.0 lr:0.000001 norm:15.3\n" for s in range(1, 11))
+    )
+    ingest_paths(db, run)
+    assert metrics(db, "metric = 'loss'")["value"].unique().to_list() == [2.0]
+    assert table(db, "SELECT DISTINCT rule FROM conflicts WHERE metric = 'loss'").rows() == [
+        ("structured source",)
+    ]
