@@ -13,7 +13,6 @@ import pkgutil
 from collections.abc import Callable
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 
@@ -41,6 +40,11 @@ def unexpected(command: str, exc: BaseException) -> UnexpectedError:
     )
 
 
+def _is_cli_flow(exc: BaseException) -> bool:
+    """typer/click's own Exit, Abort and usage errors: how a command ends, not a failure."""
+    return type(exc).__module__.split(".")[0] in ("typer", "click")
+
+
 class App(typer.Typer):
     """A Typer whose commands report ForensicsError as one line."""
 
@@ -58,10 +62,8 @@ class App(typer.Typer):
                     return func(*a, **k)
                 except ForensicsError as exc:
                     raise fail(escape(str(exc)), exc.exit_code) from None
-                except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-                    raise
                 except Exception as exc:  # noqa: BLE001 - the last line of defence
-                    if os.environ.get("FORENSICS_DEBUG"):
+                    if _is_cli_flow(exc) or os.environ.get("FORENSICS_DEBUG"):
                         raise
                     raise fail(escape(str(unexpected(func.__name__, exc))), 1) from None
 
