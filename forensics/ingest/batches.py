@@ -137,12 +137,8 @@ def _int_column(frame: pl.DataFrame, name: str) -> pl.Series | None:
         ok = values.is_finite() & (values == values.round()) & (values.abs() <= _MAX_OFFSET)
         if not ok.all():
             return None
-    elif (
-        not col.dtype.is_integer()
-        or col.dtype == pl.UInt64
-        and (col.drop_nulls() > _MAX_OFFSET).any()
-    ):
-        return None
+    elif not col.dtype.is_integer() or (col.drop_nulls() > _MAX_OFFSET).any():
+        return None  # (polars reads 2**63 as an Int128: checked before the cast)
     col = col.cast(pl.Int64)
     return None if (col < 0).any() else col
 

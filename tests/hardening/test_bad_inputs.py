@@ -227,3 +227,12 @@ def test_safetensors_metadata_header_is_bounded(tmp_path: Path) -> None:
     bad = tmp_path / "x.safetensors"
     bad.write_bytes(struct.pack("<Q", 1 << 62) + b"{}")
     assert _safetensors_metadata(bad) == {}
+
+
+def test_manifest_count_past_int64_is_one_line(tmp_path: Path, db: Path) -> None:
+    """Found by the fuzzer: polars reads 2**63 as an Int128, whose cast raised."""
+    run = _loss_run(tmp_path / "r")
+    rec = {"step": 0, "source": "data/train.bin", "token_offset": 0, "n_tokens": 2**63}
+    (run / "batches.jsonl").write_text(json.dumps(rec) + "\n")
+    code, out = cli("ingest", str(run), "--db", str(db))
+    assert_one_line_error(code, out, "batches.jsonl", "n_tokens")
