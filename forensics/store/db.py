@@ -169,7 +169,8 @@ class Store:
             self.con.execute(
                 f"DELETE FROM {table} WHERE run_id = ? AND {col} = ?", [run_id, source]
             )
-        self.con.execute("DELETE FROM sources WHERE run_id = ? AND path = ?", [run_id, source])
+        for table in ("sources", "source_fingerprints"):
+            self.con.execute(f"DELETE FROM {table} WHERE run_id = ? AND path = ?", [run_id, source])
 
     def record_source(
         self,
@@ -185,9 +186,14 @@ class Store:
         now = datetime.now(UTC).replace(tzinfo=None)
         self.con.execute(
             "INSERT OR REPLACE INTO sources (run_id, path, kind, format, bytes, rows, warnings, "
-            "ingested_at, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, path, kind, fmt, size, rows, json.dumps(warnings), now, fingerprint],
+            "ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [run_id, path, kind, fmt, size, rows, json.dumps(warnings), now],
         )
+        if fingerprint is not None:
+            self.con.execute(
+                "INSERT OR REPLACE INTO source_fingerprints VALUES (?, ?, ?)",
+                [run_id, path, fingerprint],
+            )
 
     def add_source_warnings(self, run_id: str, path: str, warnings: list[str]) -> None:
         """Append warnings found after a source was recorded (conflicts with later ones)."""
@@ -204,7 +210,7 @@ class Store:
     def source_fingerprints(self, run_id: str) -> dict[str, str]:
         """Fingerprint -> path of the run's stored sources (those recorded with one)."""
         rows = self.con.execute(
-            "SELECT fingerprint, path FROM sources WHERE run_id = ? AND fingerprint IS NOT NULL",
+            "SELECT fingerprint, path FROM source_fingerprints WHERE run_id = ?",
             [run_id],
         ).fetchall()
         return {str(f): str(p) for f, p in rows}

@@ -9,7 +9,7 @@ exception, `metrics` becoming a view in schema 2, is migrated by Store._ensure_s
 from __future__ import annotations
 
 # 2: `metrics` became a view over metric_columns + metric_rows (was a table).
-# 3: `sources.fingerprint` (a source's identity beside its real path) and `conflicts`.
+# 3: `source_fingerprints` (a source's identity beside its real path) and `conflicts`.
 SCHEMA_VERSION = 3
 
 INGEST_DDL = [
@@ -31,7 +31,14 @@ INGEST_DDL = [
         rows BIGINT,
         warnings JSON,
         ingested_at TIMESTAMP,
-        fingerprint VARCHAR,
+        PRIMARY KEY (run_id, path)
+    )""",
+    # A source's content fingerprint (forensics/ingest/identity.py), beside `sources` rather
+    # than in it so that code inserting into `sources` by position keeps working.
+    """CREATE TABLE IF NOT EXISTS source_fingerprints (
+        run_id VARCHAR NOT NULL,
+        path VARCHAR NOT NULL,
+        fingerprint VARCHAR NOT NULL,
         PRIMARY KEY (run_id, path)
     )""",
     # Values that lost to another for the same (run, step, metric): forensics/store/conflicts.py
@@ -202,9 +209,7 @@ METRICS_VIEW = """CREATE OR REPLACE VIEW metrics AS
 # Columns added after a table was first shipped: (table, column, type). `CREATE TABLE IF
 # NOT EXISTS` leaves an older database's table as it was, so Store._ensure_schema adds
 # these with `ADD COLUMN IF NOT EXISTS` (additive, so any stage may append here).
-ADDED_COLUMNS: list[tuple[str, str, str]] = [
-    ("sources", "fingerprint", "VARCHAR"),
-]
+ADDED_COLUMNS: list[tuple[str, str, str]] = []
 
 ALL_DDL = INGEST_DDL + [METRICS_VIEW] + DETECT_DDL + REPLAY_DDL
 

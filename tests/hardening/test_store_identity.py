@@ -156,7 +156,7 @@ def test_old_schema_database_gains_the_new_columns(tmp_path: Path) -> None:
     )
     con.close()
     ingest_paths(db, _run(tmp_path / "r", range(5)))
-    assert table(db, "SELECT count(fingerprint) FROM sources").item() == 1
+    assert table(db, "SELECT count(*) FROM source_fingerprints").item() == 1
 
 
 def test_a_loop_link_and_a_linked_copy_store_each_file_once(tmp_path: Path, db: Path) -> None:
