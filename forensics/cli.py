@@ -62,7 +62,9 @@ class App(typer.Typer):
                     return func(*a, **k)
                 except ForensicsError as exc:
                     raise fail(escape(str(exc)), exc.exit_code) from None
-                except Exception as exc:  # noqa: BLE001 - the last line of defence
+                except (KeyboardInterrupt, SystemExit, GeneratorExit):
+                    raise
+                except BaseException as exc:  # the last line of defence (a Rust panic too)
                     if _is_cli_flow(exc) or os.environ.get("FORENSICS_DEBUG"):
                         raise
                     raise fail(escape(str(unexpected(func.__name__, exc))), 1) from None

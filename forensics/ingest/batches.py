@@ -137,8 +137,8 @@ def _int_column(frame: pl.DataFrame, name: str) -> pl.Series | None:
         ok = values.is_finite() & (values == values.round()) & (values.abs() <= _MAX_OFFSET)
         if not ok.all():
             return None
-    elif not col.dtype.is_integer() or (col.drop_nulls() > _MAX_OFFSET).any():
-        return None  # (polars reads 2**63 as an Int128: checked before the cast)
+    elif not col.dtype.is_integer() or not col.drop_nulls().is_between(0, _MAX_OFFSET).all():
+        return None  # (polars reads ±2**63 as an Int128: checked before the cast)
     col = col.cast(pl.Int64)
     return None if (col < 0).any() else col
 

@@ -231,7 +231,9 @@ def _torch_load(path: Path, map_location: Any = "cpu") -> Any:
             ) from exc
         except _TORCH_ERRORS as exc:
             raise _unreadable(path, exc, "a complete torch.save file") from exc
-        except (OSError, KeyError, IndexError, TypeError, AttributeError, struct.error) as exc:
+        except (
+            OSError, KeyError, IndexError, TypeError, AttributeError, AssertionError, struct.error
+        ) as exc:  # fmt: skip
             # a file cut short or forged inside its zip: torch fails in many ways
             raise _unreadable(path, exc, "a complete torch.save file") from exc
 

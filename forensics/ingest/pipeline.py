@@ -325,7 +325,11 @@ def _run_root(paths: list[Path]) -> Path:
     return Path(os.path.commonpath(folders))
 
 
-def _source_error(path: Path, exc: Exception) -> InputError:
+# What a `except BaseException` must let through: the user's ^C and an orderly exit.
+_NOT_FAILURES = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _source_error(path: Path, exc: BaseException) -> InputError:
     """An exception no reader turned into an InputError, as one line naming the file."""
     return InputError(path, f"cannot be ingested: {type(exc).__name__}: {one_line(str(exc), 160)}")
 
@@ -356,9 +360,9 @@ def _ingest_run(
                     progress(f"{name}: {src.path.name} ({src.kind})")
                 try:
                     read[i] = _read_metrics(store, src.path, src.reader)
-                except ForensicsError:
+                except (ForensicsError, *_NOT_FAILURES):
                     raise
-                except Exception as exc:  # noqa: BLE001 - named, one line, never a traceback
+                except BaseException as exc:  # a Rust panic in polars is a BaseException
                     raise _source_error(src.path, exc) from exc
         with store.transaction():
             store.upsert_run(
@@ -395,9 +399,9 @@ def _store_source(
             assert src.reader is not None and result is not None
             return _store_metrics(store, name, src.real, src.reader, result, aliases, src.digest)
         return _store_other(store, name, src.path, src.real, src.kind, src.digest, root)
-    except ForensicsError:
+    except (ForensicsError, *_NOT_FAILURES):
         raise
-    except Exception as exc:  # noqa: BLE001 - named, one line, never a traceback
+    except BaseException as exc:  # a Rust panic in polars is a BaseException
         raise _source_error(src.path, exc) from exc
 
 

@@ -236,3 +236,21 @@ def test_manifest_count_past_int64_is_one_line(tmp_path: Path, db: Path) -> None
     (run / "batches.jsonl").write_text(json.dumps(rec) + "\n")
     code, out = cli("ingest", str(run), "--db", str(db))
     assert_one_line_error(code, out, "batches.jsonl", "n_tokens")
+
+
+def test_fuzzer_findings_are_one_line(tmp_path: Path, db: Path) -> None:
+    """Long-run fuzz findings: -2**63-1 in a manifest (Int128 in polars), and a torch.save
+    file with a flipped byte that made torch raise AssertionError."""
+    run = _loss_run(tmp_path / "r")
+    rec = {"step": 0, "source": "data/train.bin", "token_offset": 0, "n_tokens": -(2**63) - 1}
+    (run / "batches.jsonl").write_text(json.dumps(rec) + "\n")
+    code, out = cli("ingest", str(run), "--db", str(db))
+    assert_one_line_error(code, out, "batches.jsonl", "n_tokens")
+    (run / "batches.jsonl").unlink()
+    torch.save({"model": {"a": torch.zeros(2), "b": torch.zeros(2)}, "step": 1}, run / "c_1.pt")
+    data = bytearray((run / "c_1.pt").read_bytes())
+    for i in range(0, len(data), 7):  # every 7th byte flipped: torch fails in many ways
+        data[i] ^= 0x10
+    (run / "c_1.pt").write_bytes(bytes(data))
+    code, out = cli("ingest", str(run), "--db", str(db))
+    assert_one_line_error(code, out, "c_1.pt")

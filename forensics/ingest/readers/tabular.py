@@ -68,8 +68,11 @@ def load_table(path: Path) -> tuple[pl.DataFrame, list[str], int | None]:
     if kind == "parquet":
         try:
             return pl.read_parquet(path), [], None
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            raise InputError(path, f"not a readable Parquet file: {exc}") from exc
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+            # a corrupt file can make polars' Rust code panic (a BaseException, found by
+            # the fuzzer): still one line naming the file
+            first = (str(exc).splitlines() or [""])[0]
+            raise InputError(path, f"not a readable Parquet file: {first[:120]}") from exc
     return _load_delimited(path, _DELIMITERS["." + kind])
 
 
