@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,7 @@ import typer
 from rich.console import Console
 
 from forensics import __version__
-from forensics.errors import ForensicsError
+from forensics.errors import ForensicsError, UnexpectedError, one_line
 
 err_console = Console(stderr=True, soft_wrap=True)
 out_console = Console(soft_wrap=True)
@@ -25,6 +26,23 @@ out_console = Console(soft_wrap=True)
 def fail(message: str, code: int = 1) -> typer.Exit:
     err_console.print(f"[bold red]error:[/bold red] {message}", highlight=False, markup=True)
     return typer.Exit(code)
+
+
+def unexpected(command: str, exc: BaseException) -> UnexpectedError:
+    """One line for an exception no stage turned into a ForensicsError: its type, its
+    message (capped) and the file it names when it names one (OSError's filename)."""
+    where = getattr(exc, "filename", None)
+    detail = one_line(str(exc), 160) or "no message"
+    prefix = f"{where}: " if where else ""
+    return UnexpectedError(
+        f"{prefix}`forensics {command}` failed: {type(exc).__name__}: {detail} "
+        "(set FORENSICS_DEBUG=1 for the traceback)"
+    )
+
+
+def _is_cli_flow(exc: BaseException) -> bool:
+    """typer/click's own Exit, Abort and usage errors: how a command ends, not a failure."""
+    return type(exc).__module__.split(".")[0] in ("typer", "click")
 
 
 class App(typer.Typer):
@@ -38,12 +56,18 @@ class App(typer.Typer):
         def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
             @functools.wraps(func)
             def guarded(*a: Any, **k: Any) -> Any:
+                from rich.markup import escape
+
                 try:
                     return func(*a, **k)
                 except ForensicsError as exc:
-                    from rich.markup import escape
-
                     raise fail(escape(str(exc)), exc.exit_code) from None
+                except (KeyboardInterrupt, SystemExit, GeneratorExit):
+                    raise
+                except BaseException as exc:  # the last line of defence (a Rust panic too)
+                    if _is_cli_flow(exc) or os.environ.get("FORENSICS_DEBUG"):
+                        raise
+                    raise fail(escape(str(unexpected(func.__name__, exc))), 1) from None
 
             register(guarded)
             return func

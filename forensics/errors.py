@@ -8,11 +8,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
+MAX_MESSAGE = 300  # characters of a one-line message; a 50 MB field must not print 50 MB
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text` on one line (newlines and control characters shown as spaces), at most
+    `limit` characters, the cut marked with '…'."""
+    head = text[: limit + 1]  # only what can be shown is looked at
+    flat = "".join(c if c.isprintable() else " " for c in head)
+    return flat if len(text) <= limit else flat[: limit - 1] + "…"
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A user-supplied value quoted for an error message, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
 
 class ForensicsError(Exception):
     """Base class: `str(err)` is the one-line message shown to the user."""
 
     exit_code = 1
+
+    def __str__(self) -> str:
+        return one_line(super().__str__())
 
 
 class InputError(ForensicsError):
@@ -29,7 +48,8 @@ class InputError(ForensicsError):
         field: str | None = None,
         expected: str | None = None,
     ) -> None:
-        where = str(path)
+        where = one_line(str(path), 160)  # the file is always named, however long the rest
+        problem, expected = one_line(problem, 200), expected and one_line(expected, 100)
         if line is not None:
             where += f":{line}"
         parts = [where]
@@ -73,6 +93,11 @@ class RuleError(ForensicsError):
 
     def __init__(self, path: Path | str, field: str, problem: str) -> None:
         super().__init__(f"{path}: field '{field}': {problem}")
+
+
+class UnexpectedError(ForensicsError):
+    """An exception no stage expected (a library's own error on hostile input), reported
+    as one line naming the command and, where known, the file; never a traceback."""
 
 
 class ReplayError(ForensicsError):

@@ -21,6 +21,11 @@ def ingest(
         None, "--format", help="Force a reader (see `forensics formats`)."
     ),
     aliases: Path | None = typer.Option(None, "--aliases", help="Extra metric-alias YAML file."),
+    allow_outside: bool = typer.Option(
+        False,
+        "--allow-outside-sources",
+        help="Let batch manifests name token shards outside the run folder.",
+    ),
 ) -> None:
     """Load training logs, configs, checkpoints and batch manifests into a DuckDB store.
 
@@ -36,6 +41,7 @@ def ingest(
             run=run,
             fmt=fmt,
             aliases=str(aliases) if aliases else None,
+            allow_outside_sources=allow_outside,
             progress=lambda msg: status.update(msg),
         )
     table = Table(

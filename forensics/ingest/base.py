@@ -105,6 +105,9 @@ class Reader(ABC):
     description: ClassVar[str]
     # Lower sniffs first: specific formats (Megatron golden JSON) before generic ones (JSONL).
     priority: ClassVar[int] = 50
+    # False for logs whose numbers are printed text parsed back (a structured source wins
+    # over such a log when both give a (step, metric): forensics/store/conflicts.py).
+    structured: ClassVar[bool] = True
 
     @abstractmethod
     def sniff(self, path: Path, head: str) -> bool:
@@ -149,7 +152,9 @@ def read_head(path: Path) -> str:
     if path.is_dir():
         return ""
     with open(path, "rb") as fh:
-        return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
+        head = fh.read(HEAD_BYTES)
+    # A UTF-8 byte-order mark (Windows editors, PowerShell's Out-File) is not content.
+    return head.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace")
 
 
 def sniff_format(path: Path) -> Reader | None:

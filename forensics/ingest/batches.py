@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from forensics.errors import InputError
+from forensics.errors import InputError, shown
 
 MANIFEST_SCHEMA: dict[str, Any] = {
     "step": pl.Int64,
@@ -51,24 +51,43 @@ def is_manifest(path: Path) -> bool:
     return "manifest" in name or Path(name).stem == "batches"
 
 
-def read_manifest(path: Path) -> pl.DataFrame:
+def read_manifest(path: Path, root: Path | None = None) -> pl.DataFrame:
     """One row per (step, micro-batch), shard paths made absolute; columns MANIFEST_SCHEMA.
 
     A clean manifest is read and checked column-wise by polars; when polars cannot read it or
-    a check fails, the record-by-record reader finds the line and field to report.
+    a check fails, the record-by-record reader finds the line and field to report. With a
+    `root` (the run folder), every shard must lie inside it: a manifest is untrusted input,
+    and replay reads its shards as tokens (`../../etc/passwd` must not be one).
     """
     parquet = path.suffix.lower() == ".parquet"
     frame = _read_frame(path, parquet)
     base = path.resolve().parent
     fast = _manifest_columns(frame, base) if frame is not None else None
-    if fast is not None:
-        return fast
-    records = _parquet_records(path) if parquet else _jsonl_records(path)
-    sources: dict[str, str] = {}  # a manifest names a few shards many times
-    rows = [_manifest_row(path, where, rec, base, sources) for where, rec in records]
-    if not rows:
-        raise InputError(path, "no batch record", expected="one record per (step, micro-batch)")
-    return pl.DataFrame(rows, schema=MANIFEST_SCHEMA, orient="row")
+    if fast is None:
+        records = _parquet_records(path) if parquet else _jsonl_records(path)
+        sources: dict[str, str] = {}  # a manifest names a few shards many times
+        rows = [_manifest_row(path, where, rec, base, sources) for where, rec in records]
+        if not rows:
+            raise InputError(path, "no batch record", expected="one record per (step, micro-batch)")
+        fast = pl.DataFrame(rows, schema=MANIFEST_SCHEMA, orient="row")
+    if root is not None:
+        _check_inside(path, fast, root)
+    return fast
+
+
+def _check_inside(path: Path, frame: pl.DataFrame, root: Path) -> None:
+    """Every shard of the manifest lies inside `root` (symlinks resolved), else an error
+    naming the first record that points out."""
+    top = os.path.realpath(root)
+    for i, src in enumerate(frame["source"].to_list()):
+        real = os.path.realpath(src)
+        if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+            raise InputError(
+                path,
+                f"record {i + 1}: shard {shown(src)} lies outside the run folder {top}",
+                field="source",
+                expected="shards inside it (pass --allow-outside-sources to allow)",
+            )
 
 
 def _read_frame(path: Path, parquet: bool) -> pl.DataFrame | None:
@@ -134,10 +153,11 @@ def _int_column(frame: pl.DataFrame, name: str) -> pl.Series | None:
         return col.cast(pl.Int64)
     if col.dtype.is_float():
         values = col.drop_nulls()
-        if not (values.is_finite() & (values == values.round())).all():
+        ok = values.is_finite() & (values == values.round()) & (values.abs() <= _MAX_OFFSET)
+        if not ok.all():
             return None
-    elif not col.dtype.is_integer():
-        return None
+    elif not col.dtype.is_integer() or not col.drop_nulls().is_between(0, _MAX_OFFSET).all():
+        return None  # (polars reads ±2**63 as an Int128: checked before the cast)
     col = col.cast(pl.Int64)
     return None if (col < 0).any() else col
 
@@ -158,9 +178,11 @@ def _jsonl_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(line.lstrip("\ufeff") if line_no == 1 else line)
             except json.JSONDecodeError as exc:
                 raise InputError(path, f"not valid JSON: {exc.msg}", line=line_no) from exc
+            except RecursionError as exc:
+                raise InputError(path, "JSON nested too deeply", line=line_no) from exc
             if not isinstance(rec, dict):
                 raise InputError(path, "not a JSON object", line=line_no, expected="{...}")
             out.append((line_no, rec))
@@ -223,10 +245,11 @@ def _int(
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_OFFSET:
         raise InputError(
-            path, f"{value!r} is not allowed", line=where, field=key, expected="an integer >= 0"
-        )
+            path, f"{shown(value)} is not allowed", line=where, field=key,
+            expected="an integer in 0..2**62",
+        )  # fmt: skip
     return value
 
 
@@ -344,6 +367,8 @@ def _counts_npy(path: Path) -> tuple[np.ndarray, np.ndarray]:
         arr = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as exc:
         raise InputError(path, f"not a readable .npy array: {exc}") from exc
+    if arr.ndim == 1 and arr.size == 0:
+        raise InputError(path, "an empty array", expected="1-D counts indexed by token id")
     if arr.ndim != 1 or arr.dtype.kind not in "iuf":
         raise InputError(
             path, f"a {arr.ndim}-D {arr.dtype} array", expected="1-D counts indexed by token id"
@@ -353,9 +378,11 @@ def _counts_npy(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def _counts_json(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(path, f"not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise InputError(path, "JSON nested too deeply", expected='{"token": count}') from exc
     if isinstance(data, list):
         return np.arange(len(data)), _numbers(path, data, "counts")
     if not isinstance(data, dict):
@@ -402,17 +429,27 @@ def _counts_table(path: Path, suffix: str) -> tuple[np.ndarray, np.ndarray]:
     return frame["token"].cast(pl.Float64).to_numpy(), frame["count"].cast(pl.Float64).to_numpy()
 
 
+# Range of what is stored: token ids are INTEGER, counts BIGINT. Counts stop at 2**53,
+# where float64 (how JSON and CSV numbers arrive) still holds every integer exactly.
+_MAX_TOKEN = 2**31 - 1
+_MAX_COUNT = 2**53
+_MAX_OFFSET = 2**62  # a token offset or count past any real shard (and inside BIGINT)
+
+
 def _counts_frame(path: Path, tokens: np.ndarray, counts: np.ndarray) -> pl.DataFrame:
     """Check integrality, signs and uniqueness, then build the (token, count) frame."""
     tokens_f, counts_f = tokens.astype(np.float64), counts.astype(np.float64)
     for name, values in (("token", tokens_f), ("count", counts_f)):
-        bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values != np.round(values)))
+        limit = _MAX_TOKEN if name == "token" else _MAX_COUNT
+        bad = np.flatnonzero(
+            ~np.isfinite(values) | (values < 0) | (values != np.round(values)) | (values > limit)
+        )
         if bad.size:
             raise InputError(
                 path,
-                f"{values[bad[0]]!r} at record {int(bad[0]) + 1}",
+                f"{shown(float(values[bad[0]]))} at record {int(bad[0]) + 1}",
                 field=name,
-                expected="a non-negative integer",
+                expected=f"an integer in 0..{limit:.0f}",
             )
     if np.unique(tokens_f).size != tokens_f.size:
         raise InputError(path, "a token appears twice", field="token", expected="unique ids")

@@ -25,6 +25,7 @@ import argparse
 import json
 import pickle
 import re
+import struct
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -148,8 +149,14 @@ def index_checkpoint(path: Path) -> CheckpointIndex:
     if path.is_dir():
         return _index_folder(path)
     if path.suffix.lower() == ".safetensors":
+        step, how = _safetensors_step(path)
         tensors = _safetensors([path])
-        return _build(path, "safetensors", tensors, None, _name_step(path), _sibling_config(path))
+        idx = _build(path, "safetensors", tensors, None, step, _sibling_config(path))
+        if step is None:
+            idx.warnings.append(f"{path}: no step in its name, metadata or folder: step unknown")
+        elif how:
+            idx.warnings.append(f"{path}: step {step} taken from {how}")
+        return idx
     model, optim, step, config = _unpack(_torch_load(path))
     return _build(path, "torch", model.items(), optim, _step_of(step, path), config, _tied(model))
 
@@ -193,24 +200,41 @@ def _safe_globals() -> list[Any]:
     return [argparse.Namespace, core._reconstruct, core.scalar, np.ndarray, np.dtype, *dtypes]
 
 
-def _torch_load(path: Path) -> Any:
+def load_torch_file(path: Path, map_location: Any = "cpu") -> Any:
+    """torch.load of an untrusted file: weights_only (no code runs), and any failure of a
+    malicious, truncated or foreign file is one InputError naming it. The one loader of
+    ingest and replay (forensics.sim.checkpoint.read_checkpoint)."""
+    return _torch_load(path, map_location)
+
+
+def _torch_load(path: Path, map_location: Any = "cpu") -> Any:
     """torch.load without running code from the file; memory-mapped when the format allows."""
     import torch
 
-    with path.open("rb") as fh:
-        head = fh.read(2)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(2)
+    except OSError as exc:
+        raise InputError(path, f"cannot read checkpoint ({exc.strerror or exc})") from exc
     if head != b"PK" and head[:1] != b"\x80":
         raise InputError(
             path, "not a torch.save file", expected="the zip or pickle format torch.save writes"
         )
     with torch.serialization.safe_globals(_safe_globals()):
         try:
-            return torch.load(path, map_location="cpu", mmap=head == b"PK", weights_only=True)
+            return torch.load(
+                path, map_location=map_location, mmap=head == b"PK", weights_only=True
+            )
         except pickle.UnpicklingError as exc:
             raise _unreadable(
                 path, exc, "tensors, numbers, strings, lists and dicts (weights_only=True)"
             ) from exc
         except _TORCH_ERRORS as exc:
+            raise _unreadable(path, exc, "a complete torch.save file") from exc
+        except (
+            OSError, KeyError, IndexError, TypeError, AttributeError, AssertionError, struct.error
+        ) as exc:  # fmt: skip
+            # a file cut short or forged inside its zip: torch fails in many ways
             raise _unreadable(path, exc, "a complete torch.save file") from exc
 
 
@@ -278,10 +302,13 @@ def _step_of(value: Any, path: Path) -> int | None:
     if _is_tensor(value) and value.numel() == 1:
         value = value.item()
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (float, np.floating)) and np.isfinite(value):
-        return int(value)
+        return int(value) if abs(int(value)) < _MAX_STEP else _name_step(path)
+    if isinstance(value, (float, np.floating)) and abs(float(value)) < _MAX_STEP:
+        return int(value)  # NaN fails the comparison too
     return _name_step(path)
+
+
+_MAX_STEP = 2**62  # a stored step is a BIGINT: a checkpoint's 1e308 "step" is no step
 
 
 def _name_step(path: Path) -> int | None:
@@ -294,11 +321,42 @@ def _name_step(path: Path) -> int | None:
     return int(trailing or worded)
 
 
+def _safetensors_step(path: Path) -> tuple[int | None, str]:
+    """A lone .safetensors file's step: from its name, its `__metadata__` (step /
+    global_step / iteration), or the folder it sits in (trainer_state.json, checkpoint-N);
+    with where it came from when not the name."""
+    step = _name_step(path)
+    if step is not None:
+        return step, ""
+    meta = _safetensors_metadata(path)
+    for key in ("step", "global_step", "iteration"):
+        if key in meta and re.fullmatch(r"-?\d{1,18}", meta[key].strip()):
+            return int(meta[key]), f"its metadata '{key}'"
+    step = _folder_step(path.parent)
+    return (step, "its folder") if step is not None else (None, "")
+
+
+def _safetensors_metadata(path: Path) -> dict[str, str]:
+    """The header's `__metadata__` (string to string), {} when absent or unreadable."""
+    try:
+        with path.open("rb") as fh:
+            (size,) = struct.unpack("<Q", fh.read(8))
+            if size > 100 << 20:
+                return {}
+            header = json.loads(fh.read(size))
+    except (OSError, struct.error, ValueError, RecursionError):
+        return {}
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    if not isinstance(meta, dict):
+        return {}
+    return {str(k): v for k, v in meta.items() if isinstance(v, str)}
+
+
 def _folder_step(path: Path) -> int | None:
     state = path / "trainer_state.json"
     if state.is_file():
         step = _read_json(state).get("global_step")
-        if isinstance(step, int):
+        if isinstance(step, int) and abs(step) < _MAX_STEP:
             return step
     return _name_step(path)
 

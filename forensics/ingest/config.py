@@ -94,10 +94,19 @@ def _looks_like_key_values(head: str) -> bool:
 # ----- parsing ----------------------------------------------------------------------------
 
 
+MAX_CONFIG_BYTES = 16 << 20  # a config is kilobytes; more is not a config
+MAX_CONFIG_NODES = 1_000_000  # values after YAML aliases are expanded (an alias bomb: billions)
+
+
 def load_config(path: Path) -> dict[str, Any]:
     """Parse a config file: raw keys flattened with '.', plus the canonical keys."""
     try:
-        text = path.read_text(encoding="utf-8")
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise InputError(
+                path, f"{size} bytes is too big for a config", expected="at most 16 MiB"
+            )
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(path, f"cannot read config: {exc}") from exc
     data = _parse(path, text)
@@ -120,7 +129,7 @@ def _parse(path: Path, text: str) -> Any:
         return _parse_namespace(path, text)
     if suffix == ".txt":
         return _parse_key_values(path, text)
-    return _parse_yaml(path, text)
+    return safe_yaml(path, text)
 
 
 def _parse_json(path: Path, text: str) -> Any:
@@ -146,6 +155,32 @@ def _construct_any(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any
 
 _LenientLoader.add_multi_constructor("tag:yaml.org,2002:python/", _construct_any)
 _LenientLoader.add_multi_constructor("!", _construct_any)
+
+
+def check_expanded_size(path: Path, data: Any, limit: int = MAX_CONFIG_NODES) -> None:
+    """Refuse a document whose aliases expand it past `limit` values: PyYAML shares an
+    aliased node, so 300 bytes of nested aliases load instantly and then take gigabytes to
+    walk (flatten, json.dumps). Counting stops at the limit, so the check itself is cheap."""
+    stack, seen = [data], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > limit:
+            raise InputError(
+                path, f"expands to more than {limit:,} values (YAML aliases)",
+                expected="a config without an alias bomb",
+            )  # fmt: skip
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+
+
+def safe_yaml(path: Path, text: str) -> Any:
+    """Untrusted YAML: safe tags only (Python tags read as data), aliases bounded."""
+    data = _parse_yaml(path, text)
+    check_expanded_size(path, data)
+    return data
 
 
 def _parse_yaml(path: Path, text: str) -> Any:

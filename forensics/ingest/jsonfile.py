@@ -13,7 +13,7 @@ from forensics.errors import InputError
 def read_json_object(path: Path, expected: str) -> dict[str, Any]:
     """The parsed object, or an InputError naming the file, the line and `expected`."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from exc
     except (OSError, ValueError, RecursionError) as exc:

@@ -1,13 +1,17 @@
 """Ingest: find a run's sources under the given paths, read each, store them atomically.
 
 One transaction per run: a malformed file aborts the whole run's ingest and leaves the
-database as it was (the error names the file). Re-ingesting a source first removes what
-that source stored before, which makes ingest idempotent.
+database as it was (the error names the file). A source is stored under its real path and
+known by its content too (forensics/ingest/identity.py): re-ingesting it, by any spelling
+of its path, first removes what it stored before, and a copy is stored once. Several values
+for one (step, metric) keep one by the rule of forensics/store/conflicts.py, the others in
+table `conflicts`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +21,19 @@ import polars as pl
 
 import forensics.ingest.readers  # noqa: F401 - registers the readers once, at import
 from forensics.canon import alias_table
-from forensics.errors import InputError
-from forensics.ingest import batches, checkpoints, config
-from forensics.ingest.base import Reader, ReadResult, detect_format, get_reader, sniff_format
+from forensics.errors import ForensicsError, InputError, one_line
+from forensics.ingest import batches, checkpoints, config, identity
+from forensics.ingest.base import (
+    Reader,
+    ReadResult,
+    detect_format,
+    get_reader,
+    readers,
+    sniff_format,
+)
 from forensics.ingest.discover import RunGroup, Source, group, run_name_for, walk
 from forensics.ingest.readers import mlflow, tensorboard
-from forensics.store import Store
+from forensics.store import Store, conflicts
 from forensics.store.blocks import MetricBlock, value_column
 
 Progress = Callable[[str], None]
@@ -126,9 +137,14 @@ def _repeats_steps(block: MetricBlock) -> bool:
 
 
 def _store_metrics(
-    store: Store, run_id: str, path: Path, reader: Reader, result: ReadResult, aliases: str | None
+    store: Store,
+    run_id: str,
+    source: str,
+    reader: Reader,
+    result: ReadResult,
+    aliases: str | None,
+    digest: str,
 ) -> SourceSummary:
-    source = str(path)
     store.clear_source(run_id, source)
     table = alias_table(aliases)
     rows = sum(
@@ -144,12 +160,13 @@ def _store_metrics(
         )
     if result.config:
         store.upsert_run(run_id, source, reader.name, result.config)
-    store.record_source(run_id, source, "metrics", reader.name, rows, result.warnings)
+    store.record_source(run_id, source, "metrics", reader.name, rows, result.warnings, digest)
     return SourceSummary(source, "metrics", reader.name, rows, result.warnings)
 
 
-def _store_other(store: Store, run_id: str, path: Path, kind: str) -> SourceSummary:
-    source = str(path)
+def _store_other(
+    store: Store, run_id: str, path: Path, source: str, kind: str, digest: str, root: Path | None
+) -> SourceSummary:
     store.clear_source(run_id, source)
     rows, fmt, warnings = 0, kind, []
     if kind == "config":
@@ -167,7 +184,7 @@ def _store_other(store: Store, run_id: str, path: Path, kind: str) -> SourceSumm
         store.insert_frame("checkpoint_stats", stats)
         rows, fmt, warnings = stats.height, idx.row["format"], idx.warnings
     elif kind == "manifest":
-        frame = batches.read_manifest(path)
+        frame = batches.read_manifest(path, root)
         frame = frame.with_columns(pl.lit(run_id).alias("run_id"), pl.lit(source).alias("manifest"))
         rows, fmt = store.insert_frame("batches", frame), path.suffix.lstrip(".")
     elif kind == "token_shard":
@@ -181,7 +198,7 @@ def _store_other(store: Store, run_id: str, path: Path, kind: str) -> SourceSumm
         counts = batches.read_token_counts(path)
         counts = counts.with_columns(pl.lit(run_id).alias("run_id"), pl.lit(source).alias("source"))
         rows, fmt = store.insert_frame("token_counts", counts), path.suffix.lstrip(".")
-    store.record_source(run_id, source, kind, fmt, rows, warnings)
+    store.record_source(run_id, source, kind, fmt, rows, warnings, digest)
     return SourceSummary(source, kind, fmt, rows, warnings)
 
 
@@ -193,14 +210,17 @@ def ingest(
     fmt: str | None = None,
     aliases: str | None = None,
     progress: Progress | None = None,
+    allow_outside_sources: bool = False,
 ) -> list[RunSummary]:
     """Ingest the runs found under `paths` (discover.py decides which files belong together
-    and names each run; all of them are one run when `run` is given)."""
+    and names each run; all of them are one run when `run` is given).
+
+    `allow_outside_sources` lets batch manifests name shards outside the run folder."""
     forced = get_reader(fmt) if fmt else None
     groups: dict[str, RunGroup] = {}
+    given: dict[str, list[Path]] = {}  # the paths the user gave for each run
     for p in paths:
-        if not p.exists():
-            raise InputError(p, "no such file or folder")
+        _check_path(p)
         for g in _discover(p, forced, split=run is None):
             name = run or g.name
             if name in groups:
@@ -208,7 +228,19 @@ def ingest(
                 groups[name].notes += g.notes
             else:
                 groups[name] = RunGroup(name, list(g.sources), list(g.notes))
-    return [_ingest_run(store, name, g, forced, aliases, progress) for name, g in groups.items()]
+            given.setdefault(name, []).append(p)
+    return [
+        _ingest_run(
+            store,
+            name,
+            g,
+            forced,
+            aliases,
+            progress,
+            None if allow_outside_sources else given[name],
+        )
+        for name, g in groups.items()
+    ]
 
 
 def _discover(path: Path, forced: Reader | None, *, split: bool) -> list[RunGroup]:
@@ -238,6 +270,76 @@ def _sources(run: RunGroup) -> list[tuple[Path, str, Reader | None]]:
     return sorted(found, key=lambda t: order.get(t[1], 2))
 
 
+@dataclass
+class _Source:
+    """A source to store: the path as found (read through it: readers look beside it),
+    its identity (real path, the name it is stored under; content fingerprint)."""
+
+    path: Path
+    kind: str
+    reader: Reader | None
+    real: str
+    digest: str
+
+
+def _check_path(path: Path) -> None:
+    """A path given on the command line must be a regular file or a folder."""
+    if not path.exists():
+        raise InputError(path, "no such file or folder")
+    if not (path.is_file() or path.is_dir()):
+        raise InputError(
+            path, "not a regular file or folder (a device, FIFO or socket)",
+            expected="a log file or a run folder",
+        )  # fmt: skip
+
+
+def _identify(
+    store: Store, run_id: str, found: list[tuple[Path, str, Reader | None]]
+) -> tuple[list[_Source], list[SourceSummary]]:
+    """Each source once: by real path (any spelling of a path is the same source) and by
+    content (a copy is stored once). Skipped copies come back as summaries with a warning."""
+    stored = store.source_fingerprints(run_id)
+    seen_real: set[str] = set()
+    seen_digest: dict[str, str] = {}
+    out: list[_Source] = []
+    skipped: list[SourceSummary] = []
+    for path, kind, reader in found:
+        try:
+            real = str(identity.real_path(path))
+            digest = identity.fingerprint(path)
+        except OSError as exc:
+            raise InputError(path, f"cannot be read ({exc.strerror or exc})") from exc
+        if real in seen_real:
+            continue  # the same file reached twice (two spellings, a link to it)
+        seen_real.add(real)
+        twin = seen_digest.get(digest) or (
+            stored[digest] if stored.get(digest, real) != real else None
+        )
+        if twin is not None:
+            note = f"same content as {twin}: not stored twice"
+            skipped.append(SourceSummary(real, kind, "duplicate", 0, [note]))
+            continue
+        seen_digest[digest] = real
+        out.append(_Source(path, kind, reader, real, digest))
+    return out, skipped
+
+
+def _run_root(paths: list[Path]) -> Path:
+    """The folder a run's manifests must stay inside: the run folder given (for several
+    paths, their deepest common folder)."""
+    folders = [str((p if p.is_dir() else p.parent).resolve()) for p in paths]
+    return Path(os.path.commonpath(folders))
+
+
+# What a `except BaseException` must let through: the user's ^C and an orderly exit.
+_NOT_FAILURES = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+def _source_error(path: Path, exc: BaseException) -> InputError:
+    """An exception no reader turned into an InputError, as one line naming the file."""
+    return InputError(path, f"cannot be ingested: {type(exc).__name__}: {one_line(str(exc), 160)}")
+
+
 def _ingest_run(
     store: Store,
     name: str,
@@ -245,36 +347,44 @@ def _ingest_run(
     forced: Reader | None,
     aliases: str | None,
     progress: Progress | None,
+    given: list[Path] | None,
 ) -> RunSummary:
+    """`given`: the paths the user named for this run, whose folder its manifests must stay
+    inside; None when sources outside it are allowed."""
     summary = RunSummary(name, notes=list(run.notes))
-    found = _sources(run)
     paths = run.paths
-    first_metrics = next((r for _, k, r in found if k == "metrics"), None)
+    root = _run_root(given) if given is not None else None
+    found, skipped = _identify(store, name, _sources(run))
+    first_metrics = next((s.reader for s in found if s.kind == "metrics"), None)
     # Metric logs are read before the transaction opens: a reader may stage a big log on
     # the store's connection, and a statement failing inside a transaction would abort it.
     read: dict[int, ReadResult] = {}
     try:
-        for i, (path, kind, reader) in enumerate(found):
-            if kind == "metrics":
-                assert reader is not None
+        for i, src in enumerate(found):
+            if src.kind == "metrics":
+                assert src.reader is not None
                 if progress:
-                    progress(f"{name}: {path.name} ({kind})")
-                read[i] = _read_metrics(store, path, reader)
+                    progress(f"{name}: {src.path.name} ({src.kind})")
+                try:
+                    read[i] = _read_metrics(store, src.path, src.reader)
+                except (ForensicsError, *_NOT_FAILURES):
+                    raise
+                except BaseException as exc:  # a Rust panic in polars is a BaseException
+                    raise _source_error(src.path, exc) from exc
         if read and run.notes:  # what discovery found is said where the run's sources are
             read[min(read)].warnings.extend(run.notes)
         with store.transaction():
             store.upsert_run(
                 name, str(paths[0].resolve()), first_metrics.name if first_metrics else "", {}
             )
-            for i, (path, kind, reader) in enumerate(found):
-                if kind == "metrics":
-                    assert reader is not None
-                    source = _store_metrics(store, name, path, reader, read[i], aliases)
-                else:
-                    if progress:
-                        progress(f"{name}: {path.name} ({kind})")
-                    source = _store_other(store, name, path, kind)
-                summary.sources.append(source)
+            conflicts.restore(store.con, name)
+            for i, src in enumerate(found):
+                stored = _store_source(store, name, src, read.get(i), aliases, root)
+                summary.sources.append(stored)
+                if progress and src.kind != "metrics":
+                    progress(f"{name}: {src.path.name} ({src.kind})")
+            summary.sources += skipped
+            _resolve_conflicts(store, name, summary)
             store.con.execute(
                 "UPDATE runs SET format = ? WHERE run_id = ?",
                 [first_metrics.name if first_metrics else "", name],
@@ -283,6 +393,36 @@ def _ingest_run(
         for result in read.values():
             result.release()
     return summary
+
+
+def _store_source(
+    store: Store,
+    name: str,
+    src: _Source,
+    result: ReadResult | None,
+    aliases: str | None,
+    root: Path | None,
+) -> SourceSummary:
+    try:
+        if src.kind == "metrics":
+            assert src.reader is not None and result is not None
+            return _store_metrics(store, name, src.real, src.reader, result, aliases, src.digest)
+        return _store_other(store, name, src.path, src.real, src.kind, src.digest, root)
+    except (ForensicsError, *_NOT_FAILURES):
+        raise
+    except BaseException as exc:  # a Rust panic in polars is a BaseException
+        raise _source_error(src.path, exc) from exc
+
+
+def _resolve_conflicts(store: Store, name: str, summary: RunSummary) -> None:
+    """One value per (step, metric): see forensics/store/conflicts.py for the rule."""
+    texts = frozenset(r.name for r in readers() if not r.structured) | conflicts.TEXT_FORMATS
+    by_source = {s.path: s for s in summary.sources}
+    for c in conflicts.resolve(store.con, name, texts):
+        line = c.warning()
+        store.add_source_warnings(name, c.source, [line])
+        if c.source in by_source:
+            by_source[c.source].warnings.append(line)
 
 
 def run_config_value(cfg: dict[str, Any], *keys: str) -> Any:

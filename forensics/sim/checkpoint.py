@@ -43,7 +43,9 @@ def read_checkpoint(path: Path, device: str | torch.device = "cpu") -> dict[str,
     path = Path(path)
     if not path.is_file():
         raise SimulationError(f"{path}: checkpoint not found")
-    ckpt = torch.load(path, map_location=device, weights_only=True)
+    from forensics.ingest.checkpoints import load_torch_file
+
+    ckpt = load_torch_file(path, device)  # untrusted file: one line, never a traceback
     if not isinstance(ckpt, dict) or ckpt.get("config", {}).get("arch") != ARCH:
         raise SimulationError(f"{path}: not a forensics-gpt checkpoint (config.arch != {ARCH})")
     return ckpt

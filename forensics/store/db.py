@@ -19,10 +19,18 @@ import polars as pl
 from forensics.canon import alias_table
 from forensics.errors import RunNotFoundError, StoreError
 from forensics.store.blocks import MetricBlock, blocks_from_long, value_column
-from forensics.store.schema import ALL_DDL, PER_SOURCE_TABLES, SCHEMA_VERSION, wide_view_sql
+from forensics.store.schema import (
+    ADDED_COLUMNS,
+    ALL_DDL,
+    PER_SOURCE_TABLES,
+    SCHEMA_VERSION,
+    wide_view_sql,
+)
 
 METRIC_COLUMNS = ["run_id", "step", "metric", "value", "wall_time", "raw_name", "source"]
 _BLOCK_VIEW = "_forensics_block"  # temp view over the block being written
+_CELLS = "_forensics_cells"  # temp table: a wide block unpivoted, one row per value
+_FEW_COLUMNS = 32  # up to this many value columns, pairwise grouping; beyond, by signature
 
 
 class Store:
@@ -32,6 +40,7 @@ class Store:
         self.path = Path(path)
         if read_only and not self.path.exists():
             raise StoreError(f'"{self.path}" does not exist; run `forensics ingest` first')
+        _check_database_file(self.path)
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:
@@ -49,6 +58,8 @@ class Store:
                 self.con.execute("ALTER TABLE metrics RENAME TO metrics_v1")
             for ddl in ALL_DDL:
                 self.con.execute(ddl)
+            for table, column, kind in ADDED_COLUMNS:
+                self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
             if old_metrics:
                 self._migrate_v1_metrics()
         self.con.execute(
@@ -158,17 +169,51 @@ class Store:
             self.con.execute(
                 f"DELETE FROM {table} WHERE run_id = ? AND {col} = ?", [run_id, source]
             )
-        self.con.execute("DELETE FROM sources WHERE run_id = ? AND path = ?", [run_id, source])
+        for table in ("sources", "source_fingerprints"):
+            self.con.execute(f"DELETE FROM {table} WHERE run_id = ? AND path = ?", [run_id, source])
 
     def record_source(
-        self, run_id: str, path: str, kind: str, fmt: str, rows: int, warnings: list[str]
+        self,
+        run_id: str,
+        path: str,
+        kind: str,
+        fmt: str,
+        rows: int,
+        warnings: list[str],
+        fingerprint: str | None = None,
     ) -> None:
         size = Path(path).stat().st_size if Path(path).is_file() else None
         now = datetime.now(UTC).replace(tzinfo=None)
         self.con.execute(
-            "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO sources (run_id, path, kind, format, bytes, rows, warnings, "
+            "ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [run_id, path, kind, fmt, size, rows, json.dumps(warnings), now],
         )
+        if fingerprint is not None:
+            self.con.execute(
+                "INSERT OR REPLACE INTO source_fingerprints VALUES (?, ?, ?)",
+                [run_id, path, fingerprint],
+            )
+
+    def add_source_warnings(self, run_id: str, path: str, warnings: list[str]) -> None:
+        """Append warnings found after a source was recorded (conflicts with later ones)."""
+        rows = self.con.execute(
+            "SELECT warnings FROM sources WHERE run_id = ? AND path = ?", [run_id, path]
+        ).fetchall()
+        if rows:
+            old = json.loads(rows[0][0]) if rows[0][0] else []
+            self.con.execute(
+                "UPDATE sources SET warnings = ? WHERE run_id = ? AND path = ?",
+                [json.dumps(old + warnings), run_id, path],
+            )
+
+    def source_fingerprints(self, run_id: str) -> dict[str, str]:
+        """Fingerprint -> path of the run's stored sources (those recorded with one)."""
+        rows = self.con.execute(
+            "SELECT fingerprint, path FROM source_fingerprints WHERE run_id = ?",
+            [run_id],
+        ).fetchall()
+        return {str(f): str(p) for f, p in rows}
 
     def insert_frame(self, table: str, frame: pl.DataFrame) -> int:
         """Bulk insert through Arrow (no per-row Python); columns are matched by name."""
@@ -209,7 +254,8 @@ class Store:
 
         Columns with the same null rows are written together, each group as a block of its
         own holding only the rows where it has values, so no stored list holds a null.
-        Returns the number of values stored.
+        Returns the number of values stored. Cost is linear in rows x columns: a log with
+        10,000 sparse metrics is grouped by one signature per column, not pair by pair.
         """
         if len(metrics) != len(block.names):
             raise StoreError(f"{len(block.names)} value columns but {len(metrics)} metric names")
@@ -221,10 +267,12 @@ class Store:
         else:  # a relation on this connection (a reader's staged table)
             self.con.execute(f"CREATE OR REPLACE TEMP VIEW {_BLOCK_VIEW} AS {frame.sql_query()}")
         try:
-            rows, groups = self._dense_groups(len(block.names))
-            for cols, count in groups:
-                self._write_block(run_id, source, block, metrics, cols, count < rows)
-            return sum(count * len(cols) for cols, count in groups)
+            if len(block.names) <= _FEW_COLUMNS:
+                rows, groups = self._dense_groups(len(block.names))
+                for cols, count in groups:
+                    self._write_block(run_id, source, block, metrics, cols, count < rows)
+                return sum(count * len(cols) for cols, count in groups)
+            return self._write_wide_block(run_id, source, block, metrics)
         finally:
             if isinstance(frame, pl.DataFrame):
                 self.con.unregister(_BLOCK_VIEW)
@@ -236,6 +284,8 @@ class Store:
 
         Columns without any value are left out. Counts split the columns first; columns
         with equal counts are compared row by row only against each group's first column.
+        Quadratic in the number of columns at worst: used only for narrow blocks
+        (_FEW_COLUMNS); wide ones go through `_write_wide_block`.
         """
         rows, *counts = self.con.execute(
             "SELECT count(*), "
@@ -264,6 +314,85 @@ class Store:
             groups.append(([i], count))
         return rows, groups
 
+    def _write_wide_block(
+        self, run_id: str, source: str, block: MetricBlock, metrics: list[str]
+    ) -> int:
+        """A block with many columns (10,000 sparse metrics, a 10,001-column CSV), linear in
+        its values: it is unpivoted once into (row, column, value) cells (DuckDB drops the
+        nulls); columns are grouped by a signature of the rows holding them (count and a
+        hash of the row numbers), each grouping is then proven exact (a column holding a row
+        its group's first lacks is split off: a hash collision), and every group's rows are
+        written in one statement, a group's values at one row becoming that row's list."""
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {_CELLS} AS SELECT _rn, step, wall_time, "
+            "CAST(substr(col, 2) AS INTEGER) AS col, value FROM (UNPIVOT (SELECT "
+            f"row_number() OVER () AS _rn, * FROM {_BLOCK_VIEW}) ON COLUMNS(* EXCLUDE "
+            "(_rn, step, wall_time)) INTO NAME col VALUE value)"
+        )
+        try:
+            signed = self.con.execute(
+                f"SELECT col, count(*), bit_xor(hash(_rn)) FROM {_CELLS} GROUP BY col ORDER BY col"
+            ).fetchall()
+            by_signature: dict[tuple[int, int], list[int]] = {}
+            for col, count, sig in signed:
+                by_signature.setdefault((int(count), int(sig)), []).append(int(col))
+            groups = list(by_signature.values())
+            groups += self._split_collisions(groups)
+            base = self._next_block_id()
+            placed = [
+                (base + g, slot, i)
+                for g, cols in enumerate(groups)
+                for slot, i in enumerate(cols, start=1)
+            ]
+            self.insert_frame(
+                "metric_columns", _columns_frame(placed, run_id, source, metrics, block.names)
+            )
+            slots = pl.DataFrame(  # noqa: F841 - referenced by name in the SQL below
+                {
+                    "col": [i for _, _, i in placed],
+                    "block_id": [b for b, _, _ in placed],
+                    "slot": [s for _, s, _ in placed],
+                },
+                schema={"col": pl.Int32, "block_id": pl.Int32, "slot": pl.Int32},
+            ).to_arrow()
+            self.con.execute(
+                "INSERT INTO metric_rows SELECT s.block_id, c.step, any_value(c.wall_time), "
+                f"list(c.value ORDER BY s.slot) FROM {_CELLS} c JOIN slots s USING (col) "
+                "GROUP BY s.block_id, c._rn, c.step"
+            )
+            return len(placed) and int(
+                self.con.execute(f"SELECT count(*) FROM {_CELLS}").fetchall()[0][0]
+            )
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {_CELLS}")
+
+    def _split_collisions(self, groups: list[list[int]]) -> list[list[int]]:
+        """Columns whose rows differ from their group's first column (signatures collided):
+        removed from `groups` and returned, each as a group of its own."""
+        pairs = [(cols[0], i) for cols in groups for i in cols[1:]]
+        if not pairs:
+            return []
+        leaders = pl.DataFrame(  # noqa: F841 - referenced by name in the SQL below
+            {"col": [i for _, i in pairs], "leader": [lead for lead, _ in pairs]},
+            schema={"col": pl.Int32, "leader": pl.Int32},
+        ).to_arrow()
+        bad = {
+            int(r[0])
+            for r in self.con.execute(
+                f"SELECT DISTINCT c.col FROM {_CELLS} c JOIN leaders l USING (col) "
+                f"ANTI JOIN {_CELLS} f ON f.col = l.leader AND f._rn = c._rn"
+            ).fetchall()
+        }
+        for cols in groups:
+            cols[:] = [i for i in cols if i not in bad]
+        return [[i] for i in sorted(bad)]
+
+    def _next_block_id(self) -> int:
+        (block_id,) = self.con.execute(
+            "SELECT coalesce(max(block_id), 0) + 1 FROM metric_columns"
+        ).fetchall()[0]
+        return int(block_id)
+
     def _write_block(
         self,
         run_id: str,
@@ -273,16 +402,14 @@ class Store:
         cols: list[int],
         sparse: bool,
     ) -> None:
-        (block_id,) = self.con.execute(
-            "SELECT coalesce(max(block_id), 0) + 1 FROM metric_columns"
-        ).fetchall()[0]
-        self.con.executemany(
-            "INSERT INTO metric_columns VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                [block_id, slot, run_id, source, metrics[i], block.names[i]]
-                for slot, i in enumerate(cols, start=1)
-            ],
-        )
+        block_id = self._next_block_id()
+        self.insert_frame(
+            "metric_columns",
+            _columns_frame(
+                [(block_id, slot, i) for slot, i in enumerate(cols, start=1)],
+                run_id, source, metrics, block.names,
+            ),
+        )  # fmt: skip
         values = ", ".join(value_column(i) for i in cols)
         where = f"WHERE {value_column(cols[0])} IS NOT NULL" if sparse else ""
         self.con.execute(
@@ -316,6 +443,55 @@ class Store:
         return pl.DataFrame(pl.from_arrow(table))
 
     table = query  # older name, kept for callers
+
+
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
+
+
+def _check_database_file(path: Path) -> None:
+    """`--db` must name a DuckDB file or a new path: opening anything else would either
+    fail deep in DuckDB or (an old CSV) never persist what was ingested."""
+    if not path.exists():
+        if path.parent != Path("") and not path.parent.is_dir():
+            raise StoreError(f'"{path}": folder "{path.parent}" does not exist')
+        return
+    if path.is_dir():
+        raise StoreError(f'"{path}" is a folder, not a DuckDB database file')
+    if not path.is_file():
+        raise StoreError(f'"{path}" is not a regular file (expected a DuckDB database file)')
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError as exc:
+        raise StoreError(f'cannot read "{path}": {exc.strerror}') from exc
+    if head and head[8:12] != _DUCKDB_MAGIC:
+        raise StoreError(
+            f'"{path}" exists and is not a DuckDB database; pass --db a .duckdb file or a new path'
+        )
+
+
+def _columns_frame(
+    placed: list[tuple[int, int, int]],
+    run_id: str,
+    source: str,
+    metrics: list[str],
+    names: list[str],
+) -> pl.DataFrame:
+    """metric_columns rows for (block_id, slot, value column index) triples."""
+    return pl.DataFrame(
+        {
+            "block_id": [b for b, _, _ in placed],
+            "slot": [s for _, s, _ in placed],
+            "run_id": run_id,
+            "source": source,
+            "metric": [metrics[i] for _, _, i in placed],
+            "raw_name": [names[i] for _, _, i in placed],
+        },
+        schema={
+            "block_id": pl.Int32, "slot": pl.Int32, "run_id": pl.Utf8, "source": pl.Utf8,
+            "metric": pl.Utf8, "raw_name": pl.Utf8,
+        },
+    )  # fmt: skip
 
 
 def open_store(path: Path | str, *, read_only: bool = False) -> Store:

@@ -9,7 +9,8 @@ exception, `metrics` becoming a view in schema 2, is migrated by Store._ensure_s
 from __future__ import annotations
 
 # 2: `metrics` became a view over metric_columns + metric_rows (was a table).
-SCHEMA_VERSION = 2
+# 3: `source_fingerprints` (a source's identity beside its real path) and `conflicts`.
+SCHEMA_VERSION = 3
 
 INGEST_DDL = [
     """CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
@@ -31,6 +32,28 @@ INGEST_DDL = [
         warnings JSON,
         ingested_at TIMESTAMP,
         PRIMARY KEY (run_id, path)
+    )""",
+    # A source's content fingerprint (forensics/ingest/identity.py), beside `sources` rather
+    # than in it so that code inserting into `sources` by position keeps working.
+    """CREATE TABLE IF NOT EXISTS source_fingerprints (
+        run_id VARCHAR NOT NULL,
+        path VARCHAR NOT NULL,
+        fingerprint VARCHAR NOT NULL,
+        PRIMARY KEY (run_id, path)
+    )""",
+    # Values that lost to another for the same (run, step, metric): forensics/store/conflicts.py
+    """CREATE TABLE IF NOT EXISTS conflicts (
+        run_id VARCHAR NOT NULL,
+        step BIGINT NOT NULL,
+        metric VARCHAR NOT NULL,
+        value DOUBLE,
+        wall_time DOUBLE,
+        raw_name VARCHAR NOT NULL,
+        source VARCHAR NOT NULL,
+        kept_value DOUBLE,
+        kept_raw_name VARCHAR,
+        kept_source VARCHAR,
+        rule VARCHAR
     )""",
     # `metrics` is a view over these two (METRICS_VIEW): see forensics/store/blocks.py.
     """CREATE TABLE IF NOT EXISTS metric_columns (
@@ -237,6 +260,11 @@ METRICS_VIEW = """CREATE OR REPLACE VIEW metrics AS
     SELECT c.run_id, r.step, c.metric, r.vals[c.slot] AS value, r.wall_time, c.raw_name,
         c.source
     FROM metric_columns c JOIN metric_rows r USING (block_id)"""
+
+# Columns added after a table was first shipped: (table, column, type). `CREATE TABLE IF
+# NOT EXISTS` leaves an older database's table as it was, so Store._ensure_schema adds
+# these with `ADD COLUMN IF NOT EXISTS` (additive, so any stage may append here).
+ADDED_COLUMNS: list[tuple[str, str, str]] = []
 
 ALL_DDL = INGEST_DDL + [METRICS_VIEW] + DETECT_DDL + EXPLAIN_DDL + REPLAY_DDL
 

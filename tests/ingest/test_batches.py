@@ -194,7 +194,7 @@ def test_batches_through_the_store(tmp_path: Path, tmp_db: Path) -> None:
     _jsonl(run / "manifest.jsonl", RECORDS)
     with open_store(tmp_db) as store:
         for _ in range(2):
-            ingest(store, [run])
+            ingest(store, [run], allow_outside_sources=True)  # RECORDS name /abs/...
         assert store.query("SELECT count(*) AS n FROM batches")["n"][0] == 3
         shard = store.query("SELECT dtype, n_tokens FROM token_shards").rows()
         assert shard == [("uint16", 5000)]

@@ -485,6 +485,7 @@ def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
 @register
 class GenericTextReader(Reader):
     name = "generic_text"
+    structured = False  # numbers parsed back from printed text
     description = "any line-oriented log with a step counter and named numbers (inferred)"
     priority = 95  # after every named format and the named line patterns
 

@@ -16,6 +16,7 @@ pickle and is not loaded).
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ _SUMMARY_KEYS = frozenset(
     {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
      "train_loss"}
 )  # fmt: skip
+_NONFINITE_TEXT = re.compile(r"[+-]?(nan|inf|infinity)", re.IGNORECASE)
 _SIBLING_CONFIGS = ("config.json", "training_args.json", "args.json")
 
 
@@ -59,6 +61,12 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _number(value: Any) -> float | None:
+    """A log value as float. Text spelling NaN or Inf ("nan", "Infinity", "-inf": what some
+    trainers write for a diverged loss, since strict JSON has no such token) is that value:
+    NaN and Inf are the evidence. Other text is not a metric."""
+    if isinstance(value, str):
+        text = value.strip()
+        return float(text) if _NONFINITE_TEXT.fullmatch(text) else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     try:

@@ -44,6 +44,8 @@ SMALL_FILE_BYTES = 1 << 20  # below this, starting DuckDB costs more than parsin
 _STEP_SET = frozenset(STEP_KEYS)
 _CHUNK_ROWS = 50_000
 _TAIL_BYTES = 1 << 20
+_GLOB_CHARS = re.compile(r"[*?\[\]{}]")
+_DICT_KEYS = 256  # above this many keys in a chunk, records are pivoted (see _rows_frame)
 _EXPECTED = "one JSON object per line"
 _NUMBER_TEXT = re.compile(
     r"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.IGNORECASE
@@ -174,7 +176,7 @@ def _fast_block(
         con.execute("SET enable_progress_bar = false")
     try:
         with tempfile.TemporaryDirectory(prefix="forensics-jsonl-") as tmp:
-            src = path
+            src = literal_path(path, Path(tmp))
             if good_bytes < path.stat().st_size:
                 src = Path(tmp) / "prefix.jsonl"
                 _copy_prefix(path, src, good_bytes)
@@ -208,6 +210,17 @@ def _staged_block(
     except InputError:
         return None  # the exact path names the offending line
     return block, warnings, None
+
+
+def literal_path(path: Path, tmp: Path) -> Path:
+    """A name for `path` that DuckDB reads literally: DuckDB expands `*`, `?`, `[..]` and
+    `{..}` in file names as globs (`metrics[0].jsonl` would read `metrics0.jsonl`), and has
+    no switch to turn that off, so such a file is read through a plain-named link to it."""
+    if not _GLOB_CHARS.search(str(path)):
+        return path
+    link = tmp / "source.jsonl"
+    link.symlink_to(path.resolve())
+    return link
 
 
 def _copy_prefix(src: Path, dst: Path, nbytes: int) -> None:
@@ -255,7 +268,7 @@ def _exact_wide(path: Path, good_bytes: int) -> pl.DataFrame:
 
 def _parse_line(path: Path, raw: bytes, lineno: int) -> dict[str, float]:
     try:
-        record = json.loads(raw.decode("utf-8"))
+        record = json.loads(raw.decode("utf-8-sig" if lineno == 1 else "utf-8"))
     except json.JSONDecodeError as exc:
         problem = f"malformed JSON ({exc.msg} at column {exc.colno})"
         raise InputError(path, problem, line=lineno, expected=_EXPECTED) from exc
@@ -340,5 +353,20 @@ def _iso_seconds(text: str) -> float | None:
 
 
 def _rows_frame(rows: list[dict[str, float]]) -> pl.DataFrame:
+    """Records as a wide frame, columns in first-seen order. Narrow records go through
+    `from_dicts`; many distinct keys (a sparse log of 10,000 metrics) through a pivot of
+    (row, key, value) triples, since `from_dicts` costs rows x keys in Python."""
     keys = list(dict.fromkeys(k for row in rows for k in row))
-    return pl.from_dicts(rows, schema={k: pl.Float64 for k in keys})
+    if len(keys) <= _DICT_KEYS:
+        return pl.from_dicts(rows, schema={k: pl.Float64 for k in keys})
+    index = [i for i, row in enumerate(rows) for _ in row]
+    names = [k for row in rows for k in row]
+    values = [v for row in rows for v in row.values()]
+    long = pl.DataFrame(
+        {"\0row": index, "\0key": names, "\0value": values},
+        schema={"\0row": pl.Int64, "\0key": pl.Utf8, "\0value": pl.Float64},
+    )
+    wide = long.pivot(on="\0key", index="\0row", values="\0value", aggregate_function=None)
+    every = pl.DataFrame({"\0row": range(len(rows))}, schema={"\0row": pl.Int64})
+    wide = every.join(wide, on="\0row", how="left", maintain_order="left")
+    return wide.select([pl.col(k).cast(pl.Float64) for k in keys])

@@ -447,6 +447,7 @@ def _has_record(text: str) -> bool:
 @register
 class MegatronReader(Reader):
     name = "megatron"
+    structured = False  # numbers parsed back from printed text
     description = "Megatron-LM / Megatron-DeepSpeed / NeMo / Megatron-Bridge / nanotron text logs"
     priority = 40
 

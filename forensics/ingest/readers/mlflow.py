@@ -19,7 +19,7 @@ import yaml
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
-from forensics.ingest.config import coerce_scalar, normalise_config
+from forensics.ingest.config import coerce_scalar, normalise_config, safe_yaml
 from forensics.ingest.readers._wide import to_float
 
 _LINE = "'<timestamp ms> <value> <step>'"
@@ -189,11 +189,10 @@ def _read_values(folder: Path) -> dict[str, Any]:
 def _run_config(run: Path) -> dict[str, Any]:
     meta_path = run / "meta.yaml"
     try:
-        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
+        text = meta_path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(meta_path, f"cannot read: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise InputError(meta_path, f"not valid YAML: {str(exc).splitlines()[0]}") from exc
+    meta = safe_yaml(meta_path, text) or {}
     if not isinstance(meta, dict):
         raise InputError(meta_path, "not a mapping", expected="MLflow run meta.yaml")
     params = {k: coerce_scalar(v) for k, v in _read_values(run / "params").items()}

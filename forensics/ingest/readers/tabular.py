@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, read_head, register
-from forensics.ingest.readers._wide import pick_step_key, wide_to_long
+from forensics.ingest.readers._wide import pick_step_key, wide_to_block
 
 _DELIMITERS = {".csv": ",", ".tsv": "\t"}
 _PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -34,8 +34,8 @@ class TableReader(Reader):
 
     def read(self, path: Path) -> ReadResult:
         wide, warnings, first_line = load_table(path)
-        long, more = wide_to_long(wide, path, first_line=first_line)
-        return ReadResult(long, warnings=warnings + more)
+        block, more = wide_to_block(wide, path, first_line=first_line)
+        return ReadResult(blocks=[block], warnings=warnings + more)
 
 
 def table_kind(path: Path, head: str) -> str | None:
@@ -68,8 +68,11 @@ def load_table(path: Path) -> tuple[pl.DataFrame, list[str], int | None]:
     if kind == "parquet":
         try:
             return pl.read_parquet(path), [], None
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            raise InputError(path, f"not a readable Parquet file: {exc}") from exc
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+            # a corrupt file can make polars' Rust code panic (a BaseException, found by
+            # the fuzzer): still one line naming the file
+            first = (str(exc).splitlines() or [""])[0]
+            raise InputError(path, f"not a readable Parquet file: {first[:120]}") from exc
     return _load_delimited(path, _DELIMITERS["." + kind])
 
 
@@ -81,33 +84,50 @@ def _load_delimited(path: Path, sep: str) -> tuple[pl.DataFrame, list[str], int]
     except pl.exceptions.PolarsError as exc:
         raise _ragged(path, sep, str(exc)) from exc
     warnings: list[str] = []
-    if wide.height and _torn_last_row(path, sep, wide.width):
+    torn = _torn_last_row(path, sep, wide.width) if wide.height else None
+    if torn is not None:
         line = wide.height + 1
-        warnings.append(f"line {line}: last row is cut off (fewer cells than the header): dropped")
+        warnings.append(f"line {line}: last row {torn}: dropped")
         wide = wide.head(-1)
     return wide, warnings, 2
 
 
-def _torn_last_row(path: Path, sep: str, width: int) -> bool:
+def _torn_last_row(path: Path, sep: str, width: int) -> str | None:
+    """Why the last row looks cut off by a killed writer, or None when it is whole.
+
+    Every CSV writer ends a row with a newline, so a last row without one was cut off
+    mid-write even when its cells are all there: `1.05` torn after `1` still parses, as
+    the wrong number. Such a row is dropped (with a warning), never stored."""
     with open(path, "rb") as fh:
         fh.seek(max(0, path.stat().st_size - 65536))
         tail = fh.read()
-    if tail.endswith(b"\n"):
-        return False
+    if not tail or tail.endswith((b"\n", b"\r")):
+        return None
     last = tail.rsplit(b"\n", 1)[-1].decode("utf-8", errors="replace")
-    cells = next(csv.reader([last], delimiter=sep), [])
-    return len(cells) < width
+    if not last.strip():
+        return None
+    try:
+        cells = next(csv.reader([last], delimiter=sep), [])
+    except csv.Error:
+        return "is cut off (unreadable)"
+    if len(cells) < width:
+        return "is cut off (fewer cells than the header)"
+    return "has no line end (the writer was cut off before finishing it)"
 
 
 def _ragged(path: Path, sep: str, problem: str) -> InputError:
     """Name the first row whose cell count differs from the header's."""
     with open(path, encoding="utf-8", errors="replace", newline="") as fh:
         reader = csv.reader(fh, delimiter=sep)
-        width = len(next(reader, []))
-        for row in reader:
-            if len(row) > width:
-                return InputError(
-                    path, f"{len(row)} cells in a {width}-column table", line=reader.line_num,
-                    expected=f"at most {width} cells per row",
-                )  # fmt: skip
-    return InputError(path, f"not a readable table: {problem.splitlines()[0][:100]}")
+        try:
+            width = len(next(reader, []))
+            for row in reader:
+                if len(row) > width:
+                    return InputError(
+                        path, f"{len(row)} cells in a {width}-column table",
+                        line=reader.line_num, expected=f"at most {width} cells per row",
+                    )  # fmt: skip
+        except csv.Error as exc:
+            return InputError(path, f"not a readable table: {exc}", line=reader.line_num)
+    first = (problem.splitlines() or [""])[0]
+    return InputError(path, f"not a readable table: {first[:100]}")
