@@ -260,7 +260,28 @@ def _discover(path: Path, forced: Reader | None, *, split: bool) -> list[RunGrou
         raise InputError(path, "no metric log found", expected="a training log in a known format")
     if not split:
         return [RunGroup(run_name_for(path), found, walked.warnings)]
-    return group(path, found, walked.warnings)
+    unique, copies = _content_copies(found)
+    groups = group(path, unique, walked.warnings)
+    for copy, twin in copies:  # a copy joins its original's run, where ingest skips it
+        next(g for g in groups if twin in g.sources).sources.append(copy)
+    return groups
+
+
+def _content_copies(found: list[Source]) -> tuple[list[Source], list[tuple[Source, Source]]]:
+    """Metric logs with the same content as an earlier one (a copied file): they are one
+    source, not a second run whose steps overlap the first's."""
+    first: dict[str, Source] = {}
+    unique: list[Source] = []
+    copies: list[tuple[Source, Source]] = []
+    for src in found:
+        digest = identity.fingerprint(src.path) if src.kind == "metrics" else None
+        if digest is not None and digest in first:
+            copies.append((src, first[digest]))
+            continue
+        if digest is not None:
+            first[digest] = src
+        unique.append(src)
+    return unique, copies
 
 
 def _sources(run: RunGroup) -> list[tuple[Path, str, Reader | None]]:
