@@ -65,11 +65,12 @@ def _type_line(exp: dict[str, Any], twin: str | None) -> str:
     tol = t.get("tolerance")
     within = f"within {tol:.1%} of" if isinstance(tol, float) else "back to"
     head = f"  - type {exp['type']}, by detection's recovery-window rule against the clean twin"
-    head += f" (`{twin}`)" if twin else ""
+    head += f" (`../{twin}`)" if twin else ""
     if t.get("recovery_step") is not None:
         return f"{head}: {within} the twin's loss again from step {t['recovery_step']}"
     excess = t.get("settle_excess")
-    settled = f"; it settled {excess:+.1%} from it" if isinstance(excess, float) else ""
+    side = "above" if isinstance(excess, float) and excess >= 0 else "below"
+    settled = f"; it settled {abs(excess):.1%} {side} it" if isinstance(excess, float) else ""
     notes = "".join(f"; {n}" for n in t.get("notes", []))
     window = t.get("window_steps")
     span = f"{window:g} steps" if isinstance(window, float | int) else "the window"

@@ -96,6 +96,9 @@ def plot_run(
 
     injected = [int(i["step"]) for i in truth.get("injected", [])]
     panels = _panels(rows, injected)
+    if twin:
+        note = " (grey: the clean twin)"
+        panels = [(k, t + note if k == "loss" else t, lg, lo, hi) for k, t, lg, lo, hi in panels]
     fig = make_subplots(
         rows=len(panels),
         cols=1,
