@@ -125,8 +125,7 @@ def test_same_run_twice_is_bit_identical(tmp_path) -> None:
 # differ between x86 machines (seen: 4.3465304 vs 4.3465309 at step 12, and up to 5.6e-6
 # relative by step 24 between two x86 CPUs). Bit-exactness is checked on one machine above;
 # across machines the losses must agree to this tolerance, 18x the drift seen, which still
-# catches any change of the numerics (weight decay 0.1 -> 0.099 alone moves them 5.8e-4;
-# 0.1% more LR, 14%).
+# catches a change of the numerics (weight decay 0.1 -> 0.099 alone moves them 5.8e-4).
 GOLDEN_RTOL = 1e-4
 
 
