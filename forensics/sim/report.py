@@ -28,10 +28,11 @@ def _nanmax(a: np.ndarray) -> float:
 def incident_numbers(
     rows: list[dict[str, Any]], onset: int, peak: int, end: int = 0
 ) -> dict[str, Any]:
-    """Trend before, loss at onset/peak, grad-norm peak, recovery: what a README quotes.
+    """Trend before, loss at onset/peak, grad-norm peak: what a README quotes (recovery is
+    truth.json's, measured against the clean twin: forensics/sim/twin.py).
 
-    `end` is the last injected step of a burst; "after" and recovery count from
-    max(peak, end), so a burst of bad batches is not mistaken for the recovery.
+    `end` is the last injected step of a burst; "after" counts from max(peak, end), so a
+    burst of bad batches is not mistaken for what follows it.
     """
     trend = float(np.nanmedian(_window(rows, "loss", onset - 30, onset - 1)))
     last = max(peak, end)
@@ -55,7 +56,6 @@ def incident_numbers(
         "update_norm_peak": _nanmax(_window(rows, "update_norm", onset, last + 10)),
         "loss_after": float(np.nanmedian(after)) if after.size else math.nan,
         "skipped_steps": [int(r["step"]) for r in rows if r.get("skipped")],
-        "recovered_at": recovery_step(rows, last, trend),
     }
     if "loss_scale" in rows[0]:
         out["loss_scale_before"] = float(_window(rows, "loss_scale", onset, onset)[0])
@@ -76,23 +76,18 @@ def drift_lines(rows: list[dict[str, Any]], at: int) -> list[str]:
     ]
 
 
-def recovery_step(rows: list[dict[str, Any]], after: int, trend: float) -> int | None:
-    """First step after `after` from which the 5-step median loss is within 10% of trend."""
-    steps = [r["step"] for r in rows if r["step"] > after]
-    losses = _series([r for r in rows if r["step"] > after], "loss")
-    for i in range(len(losses)):
-        if np.nanmedian(losses[i : i + 5]) <= 1.1 * trend:
-            return int(steps[i])
-    return None
-
-
 def plot_run(
-    run_dir: Path, rows: list[dict[str, Any]], truth: dict[str, Any], title: str = ""
+    run_dir: Path,
+    rows: list[dict[str, Any]],
+    truth: dict[str, Any],
+    title: str = "",
+    twin: list[dict[str, Any]] | None = None,
 ) -> Path:
     """loss.png (kaleido); falls back to loss.html when no Chromium can render a PNG.
 
     Panels: loss; loss zoomed on the first injection (when there is one); grad norm; loss
-    scale (fp16 runs). Red dotted lines mark injected steps, red crosses non-finite values.
+    scale (fp16 runs). Red dotted lines mark injected steps, red crosses non-finite values;
+    the clean twin's loss (the expected type is measured against it) is drawn in grey.
     """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -101,6 +96,9 @@ def plot_run(
 
     injected = [int(i["step"]) for i in truth.get("injected", [])]
     panels = _panels(rows, injected)
+    if twin:
+        note = " (grey: the clean twin)"
+        panels = [(k, t + note if k == "loss" else t, lg, lo, hi) for k, t, lg, lo, hi in panels]
     fig = make_subplots(
         rows=len(panels),
         cols=1,
@@ -110,7 +108,13 @@ def plot_run(
     for i, (key, _label, log, lo, hi) in enumerate(panels, start=1):
         part = [r for r in rows if lo <= r["step"] <= hi]
         steps, values = _series(part, "step"), _series(part, key)
-        fig.add_trace(go.Scatter(x=steps, y=values, line={"width": 1}), row=i, col=1)
+        if twin and key == "loss":
+            ref = [r for r in twin if lo <= r["step"] <= hi]
+            grey = {"width": 1, "color": "rgba(120,120,120,0.6)"}
+            fig.add_trace(go.Scatter(x=_series(ref, "step"), y=_series(ref, "loss"), line=grey),
+                          row=i, col=1)  # fmt: skip
+        blue = {"width": 1, "color": "#1f77b4"}
+        fig.add_trace(go.Scatter(x=steps, y=values, line=blue), row=i, col=1)
         bad = ~np.isfinite(values)
         if bad.any():
             top = _nanmax(values) if np.isfinite(values).any() else 1.0

@@ -3,7 +3,9 @@
 A scenario changes the run's config and/or feeds it different batches (written to
 `data/inject_000.bin` and named by the manifest) and/or acts on one step from outside (a bit
 flip in a gradient). Nothing edits a logged number. After the run, `expected()` reads the
-logged rows to place the incident (onset, peak) for `truth.json`.
+logged rows to place the incident (onset, peak) for `truth.json`; its type is not declared
+but measured against the run's clean twin (`twin_config`), by detection's own rule
+(forensics/sim/twin.py).
 
 | scenario        | injected at `at`                                   | strength means           |
 |-----------------|----------------------------------------------------|--------------------------|
@@ -142,8 +144,8 @@ def _rare_batch(run_dir: Path, cfg: TrainConfig, lang: Language, step: int, frac
     return tokens
 
 
-def _expect(cause: str, kind: str, onset: int, peak: int) -> dict[str, Any]:
-    return {"cause": cause, "type": kind, "onset_step": onset, "peak_step": peak}
+def _expect(cause: str, onset: int, peak: int) -> dict[str, Any]:
+    return {"cause": cause, "onset_step": onset, "peak_step": peak}
 
 
 # ---------------------------------------------------------------------------- scenarios
@@ -158,7 +160,6 @@ class Scenario(ABC):
     default_strength: ClassVar[float]
     at_fraction: ClassVar[float] = 0.5  # default `at` as a fraction of total_steps
     cause: ClassVar[str | None] = None
-    kind: ClassVar[str | None] = None  # recoverable | lingering | divergent
     burst: ClassVar[bool] = False  # strength is a count of consecutive batches
 
     def default_at(self, cfg: TrainConfig) -> int:
@@ -189,6 +190,15 @@ class Scenario(ABC):
         ckpts = sorted({self.ckpt_before(at), cfg.total_steps})
         return replace(cfg, ckpt_steps=ckpts)
 
+    def twin_config(self, base: TrainConfig, cfg: TrainConfig) -> TrainConfig:
+        """The configured run `cfg` without the fault (`base`: the healthy run it started
+        from). By default the fault is all in the batches/step faults, so the config stays."""
+        return cfg
+
+    def injection_end(self, at: int, strength: float) -> int:
+        """The last injected step: recovery is judged after it (or after a later peak)."""
+        return at + self.n_steps(strength) - 1
+
     @abstractmethod
     def plan(
         self, run_dir: Path, cfg: TrainConfig, lang: Language, at: int, strength: float
@@ -197,9 +207,10 @@ class Scenario(ABC):
     def expected(
         self, rows: list[dict[str, Any]], at: int, strength: float
     ) -> list[dict[str, Any]]:
-        assert self.cause and self.kind
+        """Cause, onset and peak of each injected incident (its type comes from the twin)."""
+        assert self.cause
         end = at + self.n_steps(strength) - 1
-        return [_expect(self.cause, self.kind, at, peak_step(rows, at, end))]
+        return [_expect(self.cause, at, peak_step(rows, at, end))]
 
 
 class Clean(Scenario):
@@ -231,7 +242,7 @@ class RareTokens(Scenario):
     strength_help = "the fraction of the batch's tokens drawn from the rare band (0-1]"
     default_strength = 1.0
     at_fraction = 0.6
-    cause, kind = "rare_tokens", "recoverable"
+    cause = "rare_tokens"
 
     def check(self, cfg: TrainConfig, at: int, strength: float) -> None:
         super().check(cfg, at, strength)
@@ -260,10 +271,13 @@ class StaleBeta2(Scenario):
     strength_help = "the number of consecutive rare-band batches (an integer >= 1)"
     default_strength = 8.0
     at_fraction = 0.3
-    cause, kind, burst = "stale_beta2", "lingering", True
+    cause, burst = "stale_beta2", True
 
     def configure(self, cfg: TrainConfig, at: int, strength: float) -> TrainConfig:
         return replace(super().configure(cfg, at, strength), beta2=0.999)
+
+    def twin_config(self, base: TrainConfig, cfg: TrainConfig) -> TrainConfig:
+        return replace(cfg, beta2=base.beta2)  # the stale beta2 is part of the fault
 
     def plan(
         self, run_dir: Path, cfg: TrainConfig, lang: Language, at: int, strength: float
@@ -294,9 +308,7 @@ class StaleBeta2(Scenario):
     def expected(
         self, rows: list[dict[str, Any]], at: int, strength: float
     ) -> list[dict[str, Any]]:
-        return [
-            _expect("stale_beta2", "lingering", at, peak_step(rows, at, at + int(strength) + 30))
-        ]
+        return [_expect("stale_beta2", at, peak_step(rows, at, at + int(strength) + 30))]
 
 
 class LrTooHigh(Scenario):
@@ -329,6 +341,13 @@ class LrTooHigh(Scenario):
             cfg, peak_lr=cfg.peak_lr * strength, min_lr=cfg.min_lr * strength, warmup_steps=at
         )
 
+    def twin_config(self, base: TrainConfig, cfg: TrainConfig) -> TrainConfig:
+        """The same warmup (it ends at `at`) with the sane LR."""
+        return replace(cfg, peak_lr=base.peak_lr, min_lr=base.min_lr)
+
+    def injection_end(self, at: int, strength: float) -> int:
+        return at  # the LR is too high from the start: recovery counts from the peak
+
     def plan(
         self, run_dir: Path, cfg: TrainConfig, lang: Language, at: int, strength: float
     ) -> Plan:
@@ -339,15 +358,13 @@ class LrTooHigh(Scenario):
         self, rows: list[dict[str, Any]], at: int, strength: float
     ) -> list[dict[str, Any]]:
         """Onset: first loss 30% above the loss of the second quarter of warmup (a baseline
-        the spikes cannot contaminate); lingering unless the run ends far above it."""
+        the spikes cannot contaminate); peak: the highest loss in the 200 steps after it."""
         losses = _finite(rows, "loss")
         base = lr_baseline(rows, at)
         late = [i for i in range(at * 3 // 4, len(rows)) if not losses[i] <= 1.3 * base]
         onset = int(rows[late[0]]["step"]) if late else at
         peak = peak_step(rows, onset, min(int(rows[-1]["step"]), onset + 200))
-        tail = losses[-max(1, len(losses) // 10) :]
-        divergent = bool((tail == -np.inf).any()) or float(np.mean(tail)) > 1.5 * base
-        return [_expect("lr_too_high", "divergent" if divergent else "lingering", onset, peak)]
+        return [_expect("lr_too_high", onset, peak)]
 
 
 def lr_baseline(rows: list[dict[str, Any]], at: int) -> float:
@@ -363,7 +380,7 @@ class Fp16Overflow(Scenario):
     default_strength = 3e5
     burst_len: ClassVar[int] = 4
 
-    cause, kind = "fp16_overflow", "recoverable"
+    cause = "fp16_overflow"
 
     def n_steps(self, strength: float) -> int:
         return self.burst_len
@@ -402,11 +419,7 @@ class Fp16Overflow(Scenario):
     def expected(
         self, rows: list[dict[str, Any]], at: int, strength: float
     ) -> list[dict[str, Any]]:
-        return [
-            _expect(
-                "fp16_overflow", "recoverable", at, peak_step(rows, at, at + self.burst_len - 1)
-            )
-        ]
+        return [_expect("fp16_overflow", at, peak_step(rows, at, at + self.burst_len - 1))]
 
 
 class DataCorruption(Scenario):
@@ -415,7 +428,7 @@ class DataCorruption(Scenario):
     strength_help = "the number of consecutive degenerate batches (an integer >= 1)"
     default_strength = 30.0
     at_fraction = 0.4
-    cause, kind, burst = "data_corruption", "recoverable", True
+    cause, burst = "data_corruption", True
 
     def plan(
         self, run_dir: Path, cfg: TrainConfig, lang: Language, at: int, strength: float
@@ -434,7 +447,7 @@ class DataCorruption(Scenario):
         self, rows: list[dict[str, Any]], at: int, strength: float
     ) -> list[dict[str, Any]]:
         end = at + int(strength)  # first clean batch after the degenerate run
-        return [_expect("data_corruption", "recoverable", at, peak_step(rows, end, end + 10))]
+        return [_expect("data_corruption", at, peak_step(rows, end, end + 10))]
 
 
 class HardwareFault(Scenario):
@@ -442,7 +455,7 @@ class HardwareFault(Scenario):
     summary = "one bit flipped in one gradient element: non-finite grad norm, step skipped"
     strength_help = "the bit of the fp32 gradient element to flip (0-31; 30 = top exponent bit)"
     default_strength = 30.0
-    cause, kind = "hardware_fault", "recoverable"
+    cause = "hardware_fault"
     param: ClassVar[str] = "blocks.1.mlp.down.weight"
 
     def check(self, cfg: TrainConfig, at: int, strength: float) -> None:

@@ -10,6 +10,8 @@ truth.json, loss.png and README.md (docs/simulate.md describes each).
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -20,12 +22,13 @@ from typing import Any
 from forensics.errors import SimulationError
 from forensics.sim.counterfactual import replay_notes
 from forensics.sim.data import prepare_data
-from forensics.sim.model import PRESETS, preset
+from forensics.sim.model import GPT, PRESETS, preset
 from forensics.sim.readme import write_readme
 from forensics.sim.report import PLOT_HTML, PLOT_PNG, drift_lines, incident_numbers, plot_run
-from forensics.sim.run import CONFIG, METRICS, train_run
+from forensics.sim.run import CONFIG, METRICS, read_metrics, train_run
 from forensics.sim.scenarios import SCENARIOS, get_scenario
 from forensics.sim.trainer import TrainConfig
+from forensics.sim.twin import expected_shape, twin_loss, typing_record
 
 TRUTH, README = "truth.json", "README.md"
 Progress = Callable[[str, int, int], None]  # (scenario, step, total_steps)
@@ -90,11 +93,11 @@ def simulate(
     plot=False skips loss.png (starting Chromium costs seconds; tests turn it off).
     """
     scen = get_scenario(scenario)
-    cfg = base_config(preset_name, steps, device, seed)
-    at = scen.default_at(cfg) if at is None else at
+    base = base_config(preset_name, steps, device, seed)
+    at = scen.default_at(base) if at is None else at
     strength = scen.default_strength if strength is None else strength
-    scen.check(cfg, at, strength)
-    cfg = scen.configure(cfg, at, strength)
+    scen.check(base, at, strength)
+    cfg = scen.configure(base, at, strength)
     run_dir = Path(out)
     run_dir.mkdir(parents=True, exist_ok=True)
     _reset(run_dir)
@@ -103,24 +106,101 @@ def simulate(
     t0 = time.time()
     tick = (lambda s: progress(scenario, s, cfg.total_steps)) if progress else None
     state, rows = train_run(cfg, run_dir, plan.overrides, plan.faults, tick)
-    expected = scen.expected(rows, at, strength)
-    truth = {"scenario": scenario, "injected": plan.injected, "expected": expected}
-    (run_dir / TRUTH).write_text(json.dumps(truth, indent=2) + "\n")
+    seconds = time.time() - t0
+    run = Trained(scenario, run_dir, base, cfg, at, strength, plan.injected, rows)
+    return finish(run, seconds, state.model.num_params(), str(state.device), plot)
+
+
+@dataclass
+class Trained:
+    """A trained run and what was injected into it: all `finish` needs."""
+
+    scenario: str
+    run_dir: Path
+    base: TrainConfig  # the healthy run the scenario started from
+    cfg: TrainConfig  # the run as trained
+    at: int
+    strength: float
+    injected: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+
+
+def expected_incidents(
+    run: Trained,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str | None]:
+    """truth.json's "expected": cause, onset and peak from the scenario, the type measured
+    against the clean twin by detection's rule (forensics/sim/twin.py); the twin's loss and
+    where it came from."""
+    scen = get_scenario(run.scenario)
+    found = scen.expected(run.rows, run.at, run.strength)
+    if not found:
+        return [], None, None
+    twin, source = twin_loss(scen.twin_config(run.base, run.cfg), run.run_dir)
+    out = []
+    for e in found:
+        last = max(int(e["peak_step"]), scen.injection_end(run.at, run.strength))
+        shape = expected_shape(run.rows, twin, int(e["onset_step"]), last)
+        out.append({
+            "cause": e["cause"], "type": shape.type, "onset_step": e["onset_step"],
+            "peak_step": e["peak_step"], "typing": typing_record(shape),
+        })  # fmt: skip
+    return out, twin, source
+
+
+def finish(run: Trained, seconds: float, n_params: int, device: str, plot: bool) -> SimResult:
+    """Write truth.json, loss.png and README.md of a trained run from its logged rows."""
+    scen = get_scenario(run.scenario)
+    expected, twin, source = expected_incidents(run)
+    truth: dict[str, Any] = {
+        "scenario": run.scenario, "at": run.at, "strength": run.strength,
+        "injected": run.injected, "expected": expected, "twin": source,
+    }  # fmt: skip
+    (run.run_dir / TRUTH).write_text(json.dumps(truth, indent=2) + "\n")
+    rows, at, strength = run.rows, run.at, run.strength
     if plot:
-        plot_run(run_dir, rows, truth, f"{scenario}: {scen.summary}")
+        plot_run(run.run_dir, rows, truth, f"{run.scenario}: {scen.summary}", twin)
     end = at + scen.n_steps(strength) - 1
     incidents = [incident_numbers(rows, e["onset_step"], e["peak_step"], end) for e in expected]
     tail = [r["loss"] for r in rows[-50:]]
-    seconds = time.time() - t0
-    notes = replay_notes(scenario, run_dir, rows, scen.ckpt_before(at), at, strength)
-    if scenario == "lr_too_high":
+    notes = replay_notes(run.scenario, run.run_dir, rows, scen.ckpt_before(at), at, strength)
+    if run.scenario == "lr_too_high":
         notes = drift_lines(rows, at)
     result = SimResult(
-        scenario, run_dir, truth, incidents, sum(tail) / len(tail), seconds,
-        state.model.num_params(), str(state.device), notes,
+        run.scenario, run.run_dir, truth, incidents, sum(tail) / len(tail), seconds,
+        n_params, device, notes,
     )  # fmt: skip
-    write_readme(result, cfg)
+    write_readme(result, run.cfg)
     return result
+
+
+def refresh(run_dir: Path, *, plot: bool = True) -> SimResult:
+    """Rewrite truth.json, README.md and loss.png of a simulated run from what it logged,
+    without training it again (after a change to how the truth is derived).
+
+    The run must be the scenario's default `at`/`strength` on a tiny or small preset, or
+    carry them in truth.json; its config.json must be exactly what they give (checked)."""
+    run_dir = Path(run_dir)
+    try:
+        old = json.loads((run_dir / TRUTH).read_text())
+        logged = json.loads((run_dir / CONFIG).read_text())
+    except (OSError, ValueError) as exc:
+        raise SimulationError(f"{run_dir}: not a simulated run ({exc})") from exc
+    scen = get_scenario(str(old.get("scenario")))
+    base = base_config(logged["preset"], logged["total_steps"], logged["device"], logged["seed"])
+    at = int(old.get("at", scen.default_at(base)))
+    strength = float(old.get("strength", scen.default_strength))
+    cfg = scen.configure(base, at, strength)
+    if cfg.to_dict() != logged:
+        raise SimulationError(
+            f"{run_dir / CONFIG}: not the config `forensics simulate {scen.name}` gives for "
+            f"at={at}, strength={strength:g}; simulate it again instead"
+        )
+    readme = (run_dir / README).read_text() if (run_dir / README).is_file() else ""
+    timing = re.search(r"; (\d+) s of training on (\w+)", readme)
+    seconds, device = (float(timing[1]), timing[2]) if timing else (math.nan, "unknown")
+    rows = read_metrics(run_dir)
+    run = Trained(scen.name, run_dir, base, cfg, at, strength, old.get("injected", []), rows)
+    return finish(run, seconds, GPT(cfg.model).num_params(), device, plot)
 
 
 def simulate_all(out: Path, **kwargs: Any) -> list[SimResult]:

@@ -108,12 +108,42 @@ def test_manifest_rebuilds_the_exact_batch(tmp_path) -> None:
     )
 
 
-def test_golden_losses(tmp_path) -> None:
-    """Per-step losses of a fixed short run, compared exactly. Regenerate (after a deliberate
-    numerics change) with FORENSICS_REGEN_GOLDEN=1."""
+def _golden_run(run_dir: Path) -> list[float]:
     torch.set_num_threads(1)
-    losses = [r["loss"] for r in small_run(tmp_path, total_steps=30, ckpt_steps=[])]
+    return [r["loss"] for r in small_run(run_dir, total_steps=30, ckpt_steps=[])]
+
+
+def test_same_run_twice_is_bit_identical(tmp_path) -> None:
+    """The reproducibility claim: the same config on the same machine gives the same losses,
+    bit for bit (replay relies on it)."""
+    first = _golden_run(tmp_path / "a")
+    assert _golden_run(tmp_path / "b") == first
+
+
+# The committed losses were recorded on another CPU: float kernels (the summation order of a
+# matmul, fused multiply-add or not) differ by instruction set, so the last bits of a loss
+# differ between x86 machines (seen: 4.3465304 vs 4.3465309 at step 12, and up to 5.6e-6
+# relative by step 24 between two x86 CPUs). Bit-exactness is checked on one machine above;
+# across machines the losses must agree to this tolerance, 18x the drift seen, which still
+# catches a change of the numerics (weight decay 0.1 -> 0.099 alone moves them 5.8e-4).
+GOLDEN_RTOL = 1e-4
+
+
+def test_golden_losses(tmp_path) -> None:
+    """Per-step losses of a fixed short run against the committed ones (recorded on another
+    machine: see GOLDEN_RTOL). Regenerate (after a deliberate numerics change) with
+    FORENSICS_REGEN_GOLDEN=1."""
+    losses = _golden_run(tmp_path)
     if os.environ.get("FORENSICS_REGEN_GOLDEN"):
         GOLDEN.write_text(json.dumps({"losses": losses}, indent=1) + "\n")
     golden = json.loads(GOLDEN.read_text())["losses"]
-    assert losses == golden
+    assert len(losses) == len(golden)
+    off = [
+        (i, got, want)
+        for i, (got, want) in enumerate(zip(losses, golden, strict=True))
+        if not np.isclose(got, want, rtol=GOLDEN_RTOL, atol=0.0)
+    ]
+    assert not off, (
+        f"losses differ from {GOLDEN.name} by more than rtol {GOLDEN_RTOL} (more than a "
+        f"CPU's float kernels explain: the numerics changed) at (index, got, golden): {off}"
+    )

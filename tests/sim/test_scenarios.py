@@ -28,12 +28,18 @@ def test_truth_json_shape(sim_run) -> None:
     for name in SCENARIOS:
         run = sim_run(name)
         truth = json.loads((run.dir / "truth.json").read_text())
-        assert set(truth) == {"scenario", "injected", "expected"} and truth["scenario"] == name
+        keys = {"scenario", "at", "strength", "injected", "expected", "twin"}
+        assert set(truth) == keys and truth["scenario"] == name
         for exp in truth["expected"]:
-            assert set(exp) == {"cause", "type", "onset_step", "peak_step"}
+            assert set(exp) == {"cause", "type", "onset_step", "peak_step", "typing"}
             assert exp["cause"] in CAUSES and exp["type"] in TYPES
             assert 1 <= exp["onset_step"] <= exp["peak_step"] <= TEST_STEPS
+            # the type is the rule's verdict: a recovery step exactly when recoverable
+            assert (exp["typing"]["recovery_step"] is not None) == (exp["type"] == "recoverable")
         assert (truth["expected"] == []) == (name == "clean")
+        assert (truth["twin"] is None) == (name == "clean")
+        if name != "clean":
+            assert (run.dir.parent / truth["twin"]).is_file()
 
 
 def test_clean_has_no_incident(sim_run) -> None:
