@@ -38,7 +38,7 @@ def test_analyze_finds_the_scenario(folder: Path, tmp_path: Path) -> None:
                 or i["onset_step"] - 20 <= peak <= (i["end_step"] or 10**12)]  # fmt: skip
         assert hits, f"{folder.name}: nothing near step {peak}"
         # The cause must match. The type is scored in bench/accuracy.py, not asserted: the
-        # simulator labels some scenarios (stale_beta2: always lingering; lr_too_high:
-        # lingering unless the tail is 1.5x the warm-up loss) by its own rule, not by the
-        # 3%-of-the-pre-spike-trend test of docs/detection.md.
+        # simulator measures it against a clean twin run (forensics/sim/twin.py), while
+        # detection compares with a trend fitted to the run's own history; for lr_too_high,
+        # whose history is already damaged, the two disagree (the demo index marks it).
         assert any(h["cause"] == t["cause"] for h in hits), (t, [h["cause"] for h in hits])
