@@ -96,6 +96,10 @@ class Recurrence:
     by_chance: float | None
     absent_runs: list[str]
 
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.others]
+
 
 @dataclass
 class Incident:
