@@ -585,7 +585,11 @@ def _hypotheses(store: Store) -> None:
         done.append(f["cause"])
         evs = json.loads(f["evidence"] or "[]")
         missing = [e["key"] for e in evs if "not logged" in str(e.get("note"))]
-        facts = ", ".join(f"{e['key']}={e['value']}" for e in evs if e["key"] not in missing)
+        facts = ", ".join(
+            f"{e['key']}={'n/a' if e['value'] is None else e['value']}"
+            for e in evs
+            if e["key"] not in missing
+        )
         if f["triggered"]:
             status, reason, needs = "supported", facts, []
         elif evs and len(missing) == len(evs):
