@@ -23,6 +23,9 @@ REFUTED = "refuted by replay"
 SUPPORTED = "supported by the log"
 AGAINST = "ruled out by the log"
 NOT_EVALUATED = "not evaluated"
+# replay/result.REPRODUCTION, not imported (forensics.replay loads torch): the probe that
+# replays the logged step itself; it checks the replay, it is not a cause.
+REPRODUCTION = "reproduction"
 STATUS = {"supported": SUPPORTED, "against": AGAINST, "not_evaluable": NOT_EVALUATED}
 REPLAY_STATUS = {"confirmed": CONFIRMED, "refuted": REFUTED}
 
@@ -76,7 +79,7 @@ def competitors(inc: Incident, kb: Knowledge) -> list[Hypothesis]:
     for r in inc.replays:
         key = kb.cause(r.hypothesis).key
         verdict = replay_verdict(inc, r.hypothesis, kb)
-        if key in seen or verdict not in REPLAY_STATUS:
+        if key in seen or r.hypothesis == REPRODUCTION or verdict not in REPLAY_STATUS:
             continue
         seen.add(key)
         entry = kb.cause(r.hypothesis)

@@ -76,6 +76,13 @@ def expected(store: Store, run_id: str, row: dict[str, Any]) -> dict[str, tuple[
         needs = json.loads(h["needs"] or "[]")
         status = f"{verdict} by replay" if verdict else LOG_STATUS[h["status"]]
         out[entry.title] = (status, needs if status == "not evaluated" else [])
+    for r in rows(store, "replays", run_id, n):  # causes replay tested that detect did not weigh
+        entry = kb().cause(r["hypothesis"])
+        verdict = _replay(store, run_id, n, r["hypothesis"])
+        if entry.key != own and entry.title not in out and verdict and r["hypothesis"] != (
+            "reproduction"
+        ):
+            out[entry.title] = (f"{verdict} by replay", [])
     return out
 
 
