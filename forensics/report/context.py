@@ -72,6 +72,11 @@ class IncidentView:
     figure_names: dict[str, str] = field(default_factory=dict)
 
     @property
+    def other_runs(self) -> list[str]:
+        """The other runs of the store that spike with this incident (stored recurrences)."""
+        return sorted({name for r in self.inc.recurrences for name in r.names})
+
+    @property
     def root_status(self) -> str:
         """How detect weighed the stated cause on the log (replay may have decided it)."""
         return classify.STATUS.get(self.root.status, self.root.status) if self.root else ""
