@@ -79,8 +79,11 @@ def expected(store: Store, run_id: str, row: dict[str, Any]) -> dict[str, tuple[
     for r in rows(store, "replays", run_id, n):  # causes replay tested that detect did not weigh
         entry = kb().cause(r["hypothesis"])
         verdict = _replay(store, run_id, n, r["hypothesis"])
-        if entry.key != own and entry.title not in out and verdict and r["hypothesis"] != (
-            "reproduction"
+        if (
+            entry.key != own
+            and entry.title not in out
+            and verdict
+            and r["hypothesis"] != ("reproduction")
         ):
             out[entry.title] = (f"{verdict} by replay", [])
     return out
