@@ -186,7 +186,9 @@ def analyze(
                 ctx.progress(name)
                 step(ctx)
             return AnalyzeResult(ctx.run_id, db, ctx.detection, ctx.outputs, ctx.notes)
-        results = [_one_run(ctx, run_id, rest) for run_id in ctx.run_ids]
+        detected = _detect_all(ctx) if any(n == "detect" for n, _ in rest) else {}
+        rest = [(n, s) for n, s in rest if n != "detect"] if detected else rest
+        results = [_one_run(ctx, run_id, rest, detected.get(run_id)) for run_id in ctx.run_ids]
         index = _write_index(ctx, results) if out is not None else None
     outputs = ([index] if index else []) + [p for r in results for p in r.outputs]
     notes = [f"{r.run_id}: {n}" for r in results for n in r.notes]
@@ -196,12 +198,31 @@ def analyze(
     )
 
 
-def _one_run(ctx: AnalyzeContext, run_id: str, steps: list[tuple[str, Step]]) -> AnalyzeResult:
-    """The steps after ingest on one of several runs, into out/<run>/."""
+def _detect_all(ctx: AnalyzeContext) -> dict[str, Detection]:
+    """Detect every run of the store at once, so each run's cross-run evidence (stored in
+    its hypotheses) knows all the others and agrees with the `recurrences` table."""
+    ctx.progress("detect (every run, with cross-run evidence)")
+    dets = detect(
+        ctx.store,
+        None,
+        config=ctx.options.config,
+        rules_dirs=ctx.options.rules_dirs,
+        gpu_hour_cost=ctx.options.gpu_hour_cost,
+    )
+    return {d.run_id: d for d in dets}
+
+
+def _one_run(
+    ctx: AnalyzeContext,
+    run_id: str,
+    steps: list[tuple[str, Step]],
+    detection: Detection | None = None,
+) -> AnalyzeResult:
+    """The steps after ingest (and detect) on one of several runs, into out/<run>/."""
     sub = ctx.out / safe_folder_name(run_id) if ctx.out is not None else None
     if sub is not None:
         sub.mkdir(parents=True, exist_ok=True)
-    one = replace(ctx, out=sub, run_id=run_id, detection=None, notes=[], outputs=[])
+    one = replace(ctx, out=sub, run_id=run_id, detection=detection, notes=[], outputs=[])
     for name, step in steps:
         one.progress(f"{run_id}: {name}")
         step(one)

@@ -1,111 +1,140 @@
-"""The Classification section: which rule won, which lost and why, what replay said.
+"""The Classification section: the stated cause, its competitors and what to log next.
 
-A post-mortem is only convincing if it shows the alternatives that were considered and the
-number that ruled each one out, so every finding and probe is listed with its evidence.
+Everything here is read from the store: detect's `hypotheses` rows (each cause supported,
+against or not_evaluable on the log, with its reason and the evidence it `needs`) and
+replay's verdicts (`findings.replay`, else the `replays` rows combined by replay's own
+rule, replay/verdicts.combine). Replay outranks the log: a confirmed or refuted cause
+says so; otherwise the log's status is shown. Nothing is re-decided here
+(docs/definitions.md, "hypothesis status").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from forensics.report.fmt import cell, pct
 from forensics.report.knowledge import Knowledge
-from forensics.report.model import Finding, Incident
+from forensics.report.model import Incident, LogNext, StoredHypothesis
 
-CONFIRMED, REFUTED, INCONCLUSIVE, NOT_EVALUATED = (
-    "confirmed",
-    "refuted",
-    "inconclusive",
-    "not evaluated",
-)
+# The five statuses a post-mortem shows (docs/definitions.md, "Hypothesis status").
+CONFIRMED = "confirmed by replay"
+REFUTED = "refuted by replay"
+SUPPORTED = "supported by the log"
+AGAINST = "ruled out by the log"
+NOT_EVALUATED = "not evaluated"
+# replay/result.REPRODUCTION, not imported (forensics.replay loads torch): the probe that
+# replays the logged step itself; it checks the replay, it is not a cause.
+REPRODUCTION = "reproduction"
+STATUS = {"supported": SUPPORTED, "against": AGAINST, "not_evaluable": NOT_EVALUATED}
+REPLAY_STATUS = {"confirmed": CONFIRMED, "refuted": REFUTED}
 
 
 @dataclass
 class Hypothesis:
-    """One competing cause, once, with its status as stored by detect and replay.
-
-    status: the replay verdict when replay tested it (findings.replay); otherwise refuted
-    when a rule for it was evaluated on logged inputs and did not fire, inconclusive when
-    it fired but lost, not evaluated when the inputs its rules need were not logged.
-    """
+    """One cause once, as the post-mortem's hypotheses table shows it."""
 
     cause: str  # display title
-    rules: list[str]
-    status: str
+    key: str  # cause key (lessons.yaml)
+    status: str  # one of the five statuses above
     why: str
     evaluate: str = ""  # for "not evaluated": what log or data would evaluate it
     confidence: float | None = None
-    evidence: list[dict[str, Any]] = field(default_factory=list)
 
 
-def root_finding(inc: Incident, kb: Knowledge) -> Finding | None:
-    """The triggered finding for the incident's cause with the highest confidence."""
-    want = kb.cause(inc.cause).key
-    for f in inc.findings:  # strongest first
-        if f.triggered and kb.cause(f.cause).key == want:
-            return f
-    return None
+def replay_verdict(inc: Incident, cause: str, kb: Knowledge) -> str | None:
+    """Replay's verdict on `cause`: the one applied to its findings, else its probes'."""
+    key = kb.cause(cause).key
+    applied = {f.replay for f in inc.findings if kb.cause(f.cause).key == key}
+    for v in ("confirmed", "refuted", "inconclusive"):
+        if v in applied:
+            return v
+    probes = {r.verdict for r in inc.replays if kb.cause(r.hypothesis).key == key}
+    if not probes:
+        return None
+    # replay/verdicts.combine, not imported: forensics.replay loads torch.
+    if ("confirmed" in probes) != ("refuted" in probes):
+        return "confirmed" if "confirmed" in probes else "refuted"
+    return "inconclusive"
 
 
-def competitors(inc: Incident, kb: Knowledge, root: Finding | None) -> list[Hypothesis]:
-    """Every other cause once (its findings grouped), with its status and the reason."""
+def stated(inc: Incident, kb: Knowledge) -> StoredHypothesis | None:
+    """The stored hypothesis row of the incident's stated cause, if detect weighed it."""
+    key = kb.cause(inc.cause).key
+    return next((h for h in inc.hypotheses if kb.cause(h.cause).key == key), None)
+
+
+def competitors(inc: Incident, kb: Knowledge) -> list[Hypothesis]:
+    """Every cause other than the stated one, once, in detect's rank order; then causes
+    replay tested that detect did not weigh."""
     own = kb.cause(inc.cause).key
-    by_cause: dict[str, list[Finding]] = {}
-    for f in inc.findings:
-        if kb.cause(f.cause).key != own:
-            by_cause.setdefault(kb.cause(f.cause).key, []).append(f)
-    return [_hypothesis(fs, inc, kb) for fs in by_cause.values()]
+    seen = {own}
+    out = []
+    for h in inc.hypotheses:
+        key = kb.cause(h.cause).key
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(_from_row(h, inc, kb))
+    for r in inc.replays:
+        key = kb.cause(r.hypothesis).key
+        verdict = replay_verdict(inc, r.hypothesis, kb)
+        if key in seen or r.hypothesis == REPRODUCTION or verdict not in REPLAY_STATUS:
+            continue
+        seen.add(key)
+        entry = kb.cause(r.hypothesis)
+        out.append(Hypothesis(entry.title, key, REPLAY_STATUS[verdict], _probes(inc, key, kb)))
+    return out
 
 
-def _hypothesis(fs: list[Finding], inc: Incident, kb: Knowledge) -> Hypothesis:
-    entry = kb.cause(fs[0].cause)
-    rules = [f.rule_id for f in fs]
-    verdicts = {f.replay for f in fs if f.replay in (CONFIRMED, REFUTED, INCONCLUSIVE)}
-    probes = [r for r in inc.replays if kb.cause(r.hypothesis).key == entry.key]
-    detail = "; ".join(f"`{r.probe}`: {r.detail}" for r in probes if r.detail)
-    fired = [f for f in fs if f.triggered]
-    conf = max((f.confidence or 0.0 for f in fired), default=None)
-    evaluate = str(entry.fields.get("evaluate", ""))
-    if verdicts:
-        status = next(v for v in (CONFIRMED, REFUTED, INCONCLUSIVE) if v in verdicts)
-        said = {CONFIRMED: "replay confirmed it", REFUTED: "replay refuted it"}
-        why = said.get(status, "replay was inconclusive") + (f" ({detail})" if detail else "")
-        return Hypothesis(entry.title, rules, status, why, "", conf, fs[0].evidence)
-    if fired:
-        why = (
-            f"rule fired at {pct(conf)}, below the root cause's {pct(inc.confidence)}; not replayed"
+def _from_row(h: StoredHypothesis, inc: Incident, kb: Knowledge) -> Hypothesis:
+    entry = kb.cause(h.cause)
+    verdict = replay_verdict(inc, h.cause, kb)
+    if verdict in REPLAY_STATUS:
+        return Hypothesis(
+            entry.title, entry.key, REPLAY_STATUS[verdict], _probes(inc, entry.key, kb)
         )
-        return Hypothesis(entry.title, rules, INCONCLUSIVE, why, evaluate, conf, fired[0].evidence)
-    logged = [f for f in fs if not _mostly_missing(f)]
-    missing = sorted({e["key"] for f in fs for e in f.evidence if e.get("note") == "missing"})
-    if logged:
-        shown = [e for e in logged[0].evidence if e.get("note") != "missing"][:3]
-        facts = "; ".join(_evidence_text(e) for e in shown)
-        why = "its rule did not fire on the logged values" + (f" ({facts})" if facts else "")
-        if missing:
-            why += f"; not logged: {', '.join(missing)}"
-        return Hypothesis(entry.title, rules, REFUTED, why, "", None, logged[0].evidence)
-    why = "its rule needs inputs this run did not log" + (
-        f" ({', '.join(missing)})" if missing else ""
+    status = STATUS.get(h.status, h.status.replace("_", " "))
+    why, evaluate = shown_reason(h), ""
+    if status == SUPPORTED and h.confidence:
+        why = f"{pct(h.confidence)}, below the stated cause" + (f": {why}" if why else "")
+    if status == NOT_EVALUATED:
+        evaluate = what_evaluates(h, inc.log_next, entry.fields.get("evaluate"))
+    if verdict == "inconclusive":
+        why += "; replay was inconclusive"
+    return Hypothesis(entry.title, entry.key, status, why, evaluate, h.confidence)
+
+
+def shown_reason(h: StoredHypothesis) -> str:
+    """detect's stored reason, without the rule's expression (it is in rules/*.yaml):
+    the feature values it read, or for a cause not evaluated, what was not logged."""
+    if h.status == "not_evaluable" and h.needs:
+        return "not logged: " + ", ".join(f"`{n}`" for n in h.needs)
+    if h.reason.startswith("refuted by the log (") and "): " in h.reason:
+        return "its `against` test holds on " + h.reason.rsplit("): ", 1)[1]
+    return h.reason
+
+
+def what_evaluates(h: StoredHypothesis, log_next: list[LogNext], fallback: Any) -> str:
+    """detect's log-next sentence for this cause when it has one, else lessons.yaml's."""
+    for n in log_next:
+        if h.cause in n.separates:
+            return n.why
+    return str(fallback or "")
+
+
+def _probes(inc: Incident, key: str, kb: Knowledge) -> str:
+    detail = "; ".join(
+        f"`{r.probe}`: {r.detail}"
+        for r in inc.replays
+        if kb.cause(r.hypothesis).key == key and r.detail
     )
-    return Hypothesis(entry.title, rules, NOT_EVALUATED, why, evaluate, None, fs[0].evidence)
-
-
-def _mostly_missing(f: Finding) -> bool:
-    """At least half the inputs the rule reads were not logged: its silence says nothing."""
-    gone = sum(1 for e in f.evidence if e.get("note") == "missing")
-    return not f.evidence or 2 * gone >= len(f.evidence)
+    return detail or "replay's verdict"
 
 
 def refuted_causes(inc: Incident, kb: Knowledge) -> list[str]:
     """Titles of the causes replay refuted (findings.replay = refuted), by title."""
-    return sorted({kb.cause(f.cause).title for f in inc.findings if f.replay == REFUTED})
-
-
-def _evidence_text(e: dict[str, Any]) -> str:
-    text = f"{e['key']} = {cell(e['value'])}"
-    return text + (f", {e['note']}" if e.get("note") else "")
+    return sorted({kb.cause(f.cause).title for f in inc.findings if f.replay == "refuted"})
 
 
 PLOTTED = ("token_histogram", "act_norms")  # replay numbers drawn as figures, not tabled

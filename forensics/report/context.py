@@ -55,7 +55,7 @@ class IncidentView:
     when: str  # the heading's date, or "step N" when the log has no wall-clock time
     type: Entry
     cause: Entry
-    root: Finding | None
+    root: model.StoredHypothesis | None  # detect's row for the stated cause
     others: list[classify.Hypothesis]
     severity: str
     full: bool  # has its own post-mortem (severity at or above the threshold)
@@ -68,7 +68,18 @@ class IncidentView:
     probes: list[tuple[model.Replay, list[tuple[str, str]]]]
     replay_summary: str
     refuted: list[str]  # titles of the causes replay refuted
+    unscreened: str | None  # screen_coverage note when the incident lies in or near it
     figure_names: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def other_runs(self) -> list[str]:
+        """The other runs of the store that spike with this incident (stored recurrences)."""
+        return sorted({name for r in self.inc.recurrences for name in r.names})
+
+    @property
+    def root_status(self) -> str:
+        """How detect weighed the stated cause on the log (replay may have decided it)."""
+        return classify.STATUS.get(self.root.status, self.root.status) if self.root else ""
 
     @property
     def sym(self) -> incident.Symptoms:
@@ -93,7 +104,16 @@ class RunReport:
     figures: list[FigureSpec]
     types: dict[str, int]
     min_severity: str
+    screen: dict[str, Any] | None = None  # detect's screen_coverage row
     source_names: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def screen_note(self) -> str | None:
+        """The coverage note when part of the log was not screened (else None)."""
+        s = self.screen
+        if not s or (s.get("screened_from_step") is not None and not s.get("unscreened_points")):
+            return None
+        return str(s.get("note") or "")
 
     @property
     def detailed(self) -> list[IncidentView]:
@@ -115,7 +135,8 @@ def build_report(
     metric = incs[0].metric if incs else "loss"
     facts = {i.incident_id: incident.compute(i, frame) for i in incs}
     covered = coverage(model.load_coverage(store, run_id))
-    views = [_view(i, facts[i.incident_id], frame, kb, env, opts) for i in incs]
+    screen = model.load_screen_coverage(store, run_id)
+    views = [_view(i, facts[i.incident_id], frame, kb, env, opts, screen) for i in incs]
     near = model.load_near_misses(store, run_id)
     sources = [
         {**src, "path": display_path(src["path"])} for src in model.load_sources(store, run_id)
@@ -135,6 +156,7 @@ def build_report(
         figures=plan(frame, metric, views, run_id),
         types=_type_counts(views),
         min_severity=opts.min_severity,
+        screen=screen,
     )
 
 
@@ -145,8 +167,8 @@ def _view(
     kb: Knowledge,
     env: jinja2.Environment,
     opts: Options,
+    screen: dict[str, Any] | None = None,
 ) -> IncidentView:
-    root = classify.root_finding(inc, kb)
     kind = kb.incident_type(inc.type)
     severity = inc.severity or "unrated"
     wanted = [inc.metric] + [c for c in ["loss", *EXCERPT_COLUMNS] if c != inc.metric]
@@ -158,8 +180,8 @@ def _view(
         when=_when(frame, inc.onset_step),
         type=kind,
         cause=kb.cause(inc.cause),
-        root=root,
-        others=classify.competitors(inc, kb, root),
+        root=classify.stated(inc, kb),
+        others=classify.competitors(inc, kb),
         severity=severity,
         full=opts.full(inc.severity),
         facts=f,
@@ -171,7 +193,23 @@ def _view(
         probes=[(r, classify.scalar_numbers(r.numbers)) for r in inc.replays],
         replay_summary=_replay_summary(inc),
         refuted=classify.refuted_causes(inc, kb),
+        unscreened=unscreened_near(inc, screen),
     )
+
+
+def unscreened_near(inc: Incident, screen: dict[str, Any] | None) -> str | None:
+    """detect's coverage note, when the incident lies in or near what was not screened: a
+    log the screen did not judge, a short log, or an onset no later than the unscreened
+    start-up's own length after its end (docs/reports.md)."""
+    if not screen:
+        return None
+    note = str(screen.get("note") or "")
+    if screen.get("screened_from_step") is None or screen.get("short_log"):
+        return note
+    end, first = screen.get("unscreened_to_step"), screen.get("first_step")
+    if not screen.get("unscreened_points") or end is None or first is None:
+        return None
+    return note if inc.onset_step <= end + (end - first + 1) else None
 
 
 def display_path(path: str) -> str:

@@ -60,6 +60,48 @@ class Replay:
 
 
 @dataclass
+class StoredHypothesis:
+    """One `hypotheses` row: a cause as detect weighed it on the log (supported / against /
+    not_evaluable), with `needs` = the evidence sources that would evaluate it."""
+
+    rank: int
+    cause: str
+    status: str
+    confidence: float | None
+    rule_id: str | None
+    reason: str
+    needs: list[str]
+
+
+@dataclass
+class LogNext:
+    """One `log_next` row: a metric whose absence kept causes apart."""
+
+    rank: int
+    metric: str
+    separates: list[str]
+    why: str
+
+
+@dataclass
+class Recurrence:
+    """One `recurrences` group that this incident belongs to: the other runs of the store
+    that spike at the same step, as detect stored them."""
+
+    step: int
+    peak_step: int  # this run's peak in the group
+    others: list[tuple[str, int]]  # (run, its peak step)
+    n_covering: int | None
+    shared_data_order: bool | None
+    by_chance: float | None
+    absent_runs: list[str]
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.others]
+
+
+@dataclass
 class Incident:
     """One `incidents` row plus its findings and replays."""
 
@@ -98,6 +140,10 @@ class Incident:
     world_size: float | None = None
     findings: list[Finding] = field(default_factory=list)
     replays: list[Replay] = field(default_factory=list)
+    # Detect's weighed causes, what to log next and cross-run recurrences (issue 15).
+    hypotheses: list[StoredHypothesis] = field(default_factory=list)
+    log_next: list[LogNext] = field(default_factory=list)
+    recurrences: list[Recurrence] = field(default_factory=list)
 
 
 @dataclass
@@ -125,10 +171,95 @@ def load_incidents(store: Store, run_id: str) -> list[Incident]:
     for r in _rows(store, "SELECT * FROM replays WHERE run_id = ?", run_id):
         if r["incident_id"] in by_id:
             by_id[r["incident_id"]].replays.append(_replay(r))
+    _load_explained(store, run_id, by_id)
     for inc in incidents:
         inc.findings.sort(key=lambda f: (not f.triggered, -(f.confidence or 0.0), f.rule_id))
         inc.replays.sort(key=lambda r: (r.probe, r.hypothesis))
     return incidents
+
+
+def has_table(store: Store, table: str) -> bool:
+    """Databases detected before issue 10/15 lack the newer tables."""
+    rows = store.con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [table]
+    ).fetchall()
+    return bool(rows and rows[0][0])
+
+
+def _load_explained(store: Store, run_id: str, by_id: dict[int, Incident]) -> None:
+    """hypotheses, log_next and recurrences rows, attached to their incident."""
+    if has_table(store, "hypotheses"):
+        sql = "SELECT * FROM hypotheses WHERE run_id = ? ORDER BY incident_id, rank, cause"
+        for h in _rows(store, sql, run_id):
+            if h["incident_id"] in by_id:
+                by_id[h["incident_id"]].hypotheses.append(_stored_hypothesis(h))
+    if has_table(store, "log_next"):
+        sql = "SELECT * FROM log_next WHERE run_id = ? ORDER BY incident_id, rank"
+        for r in _rows(store, sql, run_id):
+            if r["incident_id"] in by_id:
+                sep = _json(r["separates"], [])
+                by_id[r["incident_id"]].log_next.append(
+                    LogNext(int(r["rank"]), r["metric"], list(sep), r["why"] or "")
+                )
+    if has_table(store, "recurrences"):
+        for inc in by_id.values():
+            inc.recurrences = _recurrences(store, run_id, inc)
+
+
+def _stored_hypothesis(h: dict[str, Any]) -> StoredHypothesis:
+    needs = _json(h["needs"], [])
+    return StoredHypothesis(
+        rank=int(h["rank"]),
+        cause=h["cause"],
+        status=h["status"],
+        confidence=h["confidence"],
+        rule_id=h["rule_id"],
+        reason=h["reason"] or "",
+        needs=[str(n) for n in needs] if isinstance(needs, list) else [],
+    )
+
+
+def _recurrences(store: Store, run_id: str, inc: Incident) -> list[Recurrence]:
+    """The recurrence groups holding one of this incident's peaks (or a peak between its
+    onset and end): the stored rows, matched on this run's stored peak step."""
+    peaks = {int(p["step"]) for p in inc.peaks if isinstance(p, dict) and "step" in p}
+    peaks.add(inc.peak_step)
+    last = inc.end_step if inc.end_step is not None else inc.peak_step
+    mine = store.con.execute(
+        "SELECT recurrence_id, step, peak_step FROM recurrences WHERE run_id = ? "
+        "ORDER BY recurrence_id",
+        [run_id],
+    ).fetchall()
+    out = []
+    for rid, step, peak in mine:
+        if peak not in peaks and not inc.onset_step <= peak <= last:
+            continue
+        rows = store.query(
+            "SELECT * FROM recurrences WHERE recurrence_id = ? ORDER BY run_id", [rid]
+        ).to_dicts()
+        others = [(r["run_id"], int(r["peak_step"])) for r in rows if r["run_id"] != run_id]
+        first = rows[0]
+        absent = _json(first["absent_runs"], [])
+        out.append(
+            Recurrence(
+                step=int(step),
+                peak_step=int(peak),
+                others=others,
+                n_covering=first["n_covering"],
+                shared_data_order=first["shared_data_order"],
+                by_chance=first["by_chance"],
+                absent_runs=[str(a) for a in absent] if isinstance(absent, list) else [],
+            )
+        )
+    return out
+
+
+def load_screen_coverage(store: Store, run_id: str) -> dict[str, Any] | None:
+    """detect's `screen_coverage` row for the run (what the screen did not look at)."""
+    if not has_table(store, "screen_coverage"):
+        return None
+    rows = _rows(store, "SELECT * FROM screen_coverage WHERE run_id = ?", run_id)
+    return rows[0] if rows else None
 
 
 NEW_COLUMNS = (

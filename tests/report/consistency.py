@@ -9,6 +9,12 @@ and returns one line per contradiction:
   incident is never told to restart; a named restart checkpoint is the stored one; steps
   lost is recovery − onset when the incident recovered);
 - no cause that replay refuted is named as the root cause;
+- every competing-hypothesis row has the status the `hypotheses` and replay tables give it
+  (replay's confirmed / refuted first, else supported / ruled out / not evaluated by the
+  log, naming what it `needs`), and every stored hypothesis has its row;
+- the "What to log next" line names the stored `log_next` metrics, in rank order;
+- each cross-run line is a stored `recurrences` group of this run, with its run count;
+- a run whose screen left steps unjudged (`screen_coverage`) is never called clean;
 - no path outside the report folder (absolute paths, links that leave the folder);
 - none of the known wording defects ("in 0 steps", "-0.00", exponents in GPU-hours).
 """
@@ -19,6 +25,8 @@ import math
 import re
 from pathlib import Path
 from typing import Any
+
+import explained
 
 from forensics.store.db import Store
 
@@ -68,6 +76,7 @@ def check_report(folder: Path, store: Store, run_id: str) -> list[str]:
         problems += [f"{doc.name}: {p}" for p in _paths(text, doc, folder)]
         problems += [f"{doc.name}: {why}" for rx, why in BAD_WORDING if rx.search(text)]
     problems += _summary(folder / "README.md", incidents)
+    problems += _screened(folder / "README.md", store, run_id)
     for pm in sorted((folder / "postmortems").glob("spike-*.md")):
         n = int(re.search(r"spike-(\d+)", pm.name).group(1))  # type: ignore[union-attr]
         row = incidents.get(n)
@@ -77,10 +86,27 @@ def check_report(folder: Path, store: Store, run_id: str) -> list[str]:
         refuted = {
             f["cause"] for f in findings if f["incident_id"] == n and f["replay"] == "refuted"
         }
-        problems += [
-            f"{pm.name}: {p}" for p in _postmortem(pm.read_text(), row, refuted, store, run_id)
-        ]
+        text = pm.read_text()
+        problems += [f"{pm.name}: {p}" for p in _postmortem(text, row, refuted, store, run_id)]
+        problems += [f"{pm.name}: {p}" for p in explained.check(text, row, store, run_id)]
     return problems
+
+
+def _screened(readme: Path, store: Store, run_id: str) -> list[str]:
+    """An unscreened stretch is stated, and no incident is then not called clean."""
+    rows = explained.rows(store, "screen_coverage", run_id)
+    if not rows:
+        return []
+    cov, text = rows[0], readme.read_text()
+    unjudged = cov["screened_from_step"] is None or bool(cov["unscreened_points"])
+    if not unjudged:
+        return []
+    out = []
+    if cov["note"] not in text:
+        out.append("README.md: the screen_coverage note is not stated")
+    if "No incident was detected in this run" in text:
+        out.append("README.md: called clean although part of the log was not screened")
+    return out
 
 
 def _paths(text: str, doc: Path, folder: Path) -> list[str]:

@@ -451,7 +451,8 @@ def build_gpt(store: Store) -> None:
         0.71,
         [ev("loss_scale_drops", 16, "65536 → 1 in 96 steps"), ev("precision", "fp16")],
     )
-    add_finding(store, run, 3, "R002-stale-beta2", "stale_beta2", False, 0.2, [])
+    add_finding(store, run, 3, "R002-stale-beta2", "stale_beta2", False, 0.2,
+                [ev("update_norm", None, "update_norm not logged")])  # fmt: skip
     add_replay(
         store,
         run,
@@ -568,10 +569,96 @@ def _cost_factors(store: Store) -> None:
         )
 
 
+def _hypotheses(store: Store) -> None:
+    """detect's `hypotheses` rows, one per cause of each incident's findings, as
+    detect/evidence.py words them: supported (a rule fired), not_evaluable (every input
+    missing: `needs` names them), against (its rule did not fire on logged inputs)."""
+    rows = store.query(
+        "SELECT run_id, incident_id, cause, triggered, confidence, rule_id, evidence "
+        "FROM findings ORDER BY run_id, incident_id, triggered DESC, confidence DESC, rule_id"
+    ).to_dicts()
+    seen: dict[tuple[str, int], list[str]] = {}
+    for f in rows:
+        done = seen.setdefault((f["run_id"], f["incident_id"]), [])
+        if f["cause"] in done:
+            continue
+        done.append(f["cause"])
+        evs = json.loads(f["evidence"] or "[]")
+        missing = [e["key"] for e in evs if "not logged" in str(e.get("note"))]
+        facts = ", ".join(
+            f"{e['key']}={'n/a' if e['value'] is None else e['value']}"
+            for e in evs
+            if e["key"] not in missing
+        )
+        if f["triggered"]:
+            status, reason, needs = "supported", facts, []
+        elif evs and len(missing) == len(evs):
+            status, reason, needs = "not_evaluable", f"needs {', '.join(missing)}", missing
+        else:
+            reason = f"condition not met with its inputs logged: {facts}"
+            status, needs = "against", []
+        conf = f["confidence"] if f["triggered"] else 0.0
+        run, n = f["run_id"], f["incident_id"]
+        rule = f["rule_id"]
+        add_hypothesis(store, run, n, len(done), f["cause"], status, conf, rule, reason, needs)
+
+
+def add_hypothesis(
+    store: Store,
+    run: str,
+    n: int,
+    rank: int,
+    cause: str,
+    status: str,
+    conf: float | None,
+    rule: str | None,
+    reason: str,
+    needs: list[str],
+) -> None:
+    store.con.execute(
+        "INSERT INTO hypotheses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '[]')",
+        [run, n, rank, cause, status, conf, rule, reason, json.dumps(needs)],
+    )
+
+
+def _explained(store: Store) -> None:
+    """The rest of what detect stores beside its incidents (issues 10 and 15): an incident
+    with no rule finding but weighed causes, what to log next, a recurrence in another run
+    of the store, and what the screen did not look at."""
+    from forensics.detect.coverage import Coverage, write
+
+    run = "llm-13b-bf16"
+    add_hypothesis(store, run, 2, 1, "rare_tokens", "not_evaluable", 0.0, "rare-tokens",
+                   "needs grad_norm_every_step; from the log: rise_steps=20",
+                   ["grad_norm_every_step"])  # fmt: skip
+    add_hypothesis(store, run, 2, 2, "lr_too_high", "against", 0.0, "lr-too-high",
+                   'refuted by the log (type == "recoverable" and lr_frac < 0.5): '
+                   "lr_frac=0.31, type=recoverable", [])  # fmt: skip
+    store.con.execute(
+        "INSERT INTO log_next VALUES (?, 2, 1, 'grad_norm', '[\"rare_tokens\"]', ?)",
+        [run, "log the pre-clip gradient norm every step (a batch's gradient lasts one "
+              "step) to evaluate rare tokens"],
+    )  # fmt: skip
+    for rid, who, peak in [(1, run, 5220), (1, "llm-13b-bf16-rerun", 5221)]:
+        store.con.execute(
+            "INSERT INTO recurrences VALUES (?, 5220, ?, ?, 2, 3, NULL, 0.0021, ?)",
+            [rid, who, peak, json.dumps(["llm-13b-bf16-lr2"])],
+        )
+    for name, points, last, upto, n_unscreened in [  # start-up left out by the screen
+        ("gpt-1b-fp16", 7200, 7199, 199, 200),
+        ("llm-13b-bf16", 600, 5990, 190, 20),
+        ("clean-350m", 31, 3000, 400, 5),
+    ]:
+        write(store, name, Coverage("loss", points, 0, last, upto + 1, n_unscreened, upto, False))
+
+
 def finish(store: Store) -> None:
-    """What the pipeline stages add after the rows above: detect's cost factors and its
-    "detected" mark, replay's verdicts applied to findings and incidents."""
+    """What the pipeline stages add after the rows above: detect's cost factors, hypotheses,
+    log-next, recurrence and coverage rows and its "detected" mark, replay's verdicts
+    applied to findings and incidents."""
     _cost_factors(store)
+    _hypotheses(store)
+    _explained(store)
     for run in store.run_names():  # detect records it even for a run with no incident
         store.con.execute("INSERT OR REPLACE INTO meta VALUES (?, 'fixture')",
                           [DETECTED_KEY + run])  # fmt: skip

@@ -8,6 +8,8 @@ spike, a grad-norm peak quoted at the wrong step, absolute paths, "in 0 steps").
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,11 @@ REAL = [
     "KellerJordan__modded-nanogpt/records__track_1_short__2024-10-13_llmc__main.log",
     "NVIDIA__Megatron-LM/tests__functional_tests__test_cases__mixtral__mixtral_8x7b_alltoall_"
     "tp2pp4ep4_release__golden_values_lts_dgx_a100.json",  # spikes at 2425 and 4050
+    "AntonioLopardo__OLMo/training.log",  # issue 10's readers: no incident, start-up unscreened
+    "HectorFCardenas__llm.c/gpt2_train.11685414.log",
+    "microsoft__Megatron-DeepSpeed/examples_deepspeed__deepspeed4science__long_seq_support__"
+    "outputs__gpt_SP_actCkpt_flashAttn_GPT125M_z0_seqlen8192_mp8_pp1_sp1_nl12_hs768_gb1_mb1__"
+    "tensorboard__events.out.tfevents.1692619652.thetagpu08.699304.0",  # 5 points: short log
 ]
 
 
@@ -82,6 +89,9 @@ def _tamper(out: Path, old: str, new: str) -> Path:
         ("abs_path", "absolute path"),
         ("zero_steps", "in 0 steps"),
         ("recovery", "recovery quoted"),
+        ("hypothesis_status", "shown"),
+        ("hypothesis_dropped", "has no row"),
+        ("log_next", "log next shows"),
     ],
 )
 def test_checker_fails_on_an_inconsistent_postmortem(
@@ -116,6 +126,18 @@ def test_checker_fails_on_an_inconsistent_postmortem(
             rec = row["recovery_step"]
             assert f"trend at step {rec}" in text
             _tamper(out, f"trend at step {rec}", f"trend at step {rec + 1}")
+        elif edit == "hypothesis_status":
+            row1 = re.search(r"^\| [^|\n]+ \| ([a-z ]+) \|", text.split("| competing")[1], re.M)
+            assert row1, "a competing hypothesis row"
+            other = "not evaluated" if row1.group(1) != "not evaluated" else "supported by the log"
+            _tamper(out, row1.group(0), row1.group(0).replace(row1.group(1), other))
+        elif edit == "hypothesis_dropped":
+            row1 = re.search(r"^\| [^|\n]+ \| [a-z ]+ \| .*\n", text.split("| competing")[1], re.M)
+            assert row1, "a competing hypothesis row"
+            _tamper(out, row1.group(0), "")
+        elif edit == "log_next":
+            _tamper(out, "## Recovery action", "**What to log next:** `update_norm`: log it.\n\n"
+                    "## Recovery action")  # fmt: skip
         problems = check_report(out, store, run_id)
     assert any(complaint in p for p in problems), problems
 
@@ -159,3 +181,37 @@ def test_many_one_step_blips_make_one_readable_summary(tmp_path: Path) -> None:
     readme = (out / "README.md").read_text()
     assert readme.count("| minor |") == 22 and "none has a post-mortem" in readme
     assert len(readme.splitlines()) < 150
+
+
+MODDED = "KellerJordan__modded-nanogpt"
+MODDED_RUNS = [  # two ValueEmbed runs and two others that spike at 918/919 and 946/947
+    "records__track_1_short__2024-12-04_ValueEmbed__51faed93-0804-418c-9057-0d94c3f94a9c.txt",
+    "records__track_1_short__2024-12-04_ValueEmbed__75a3af7b-f1a6-47dc-a989-d95e4419ff31.txt",
+    "records__track_1_short__2024-10-09_SOAP__5bdc3988-496c-4232-b4ef-53764cb81c92.txt",
+    "records__track_1_short__2024-10-10_Muon__eb5659d0-fb6a-49e5-a311-f1f89412f726.txt",
+]
+
+
+def test_modded_nanogpt_runs_report_their_recurrence(real_logs: Path, tmp_path: Path) -> None:
+    """Several real runs in one folder: the 946/947 spike's post-mortem names the other runs
+    (stored recurrences), its hypotheses and log-next line agree with the store."""
+    folder = tmp_path / "modded"
+    folder.mkdir()
+    for name in MODDED_RUNS:  # a subset of the folder, copied at test time (not into the repo)
+        shutil.copy(real_logs / MODDED / name, folder / name)
+    db = tmp_path / "forensics.duckdb"
+    opts = AnalyzeOptions(replay=False, report=False)
+    result = analyze([folder], out=None, db=db, options=opts)
+    assert len(result.runs) == 4
+    with open_store(db, read_only=True) as store:
+        for r in result.runs:
+            out = tmp_path / r.run_id
+            severity = "minor" if "ValueEmbed" in r.run_id else "moderate"
+            write_report(store, r.run_id, out, png=False, min_severity=severity)
+            assert check_report(out, store, r.run_id) == [], r.run_id
+    ve = next(r.run_id for r in result.runs if "ValueEmbed" in r.run_id)
+    pm = (tmp_path / ve / "postmortems" / "spike-01.md").read_text()
+    assert "- step 946: the same 3 runs" in pm and "**Cross-run:**" in pm
+    assert "**What to log next:** `grad_norm`" in pm
+    assert "batch-driven (rare tokens or corrupt data" in pm
+    assert len(pm.split("<details>")[0].splitlines()) <= 120

@@ -13,10 +13,11 @@ from forensics.detect.store import NotDetectedError, require_detected
 from forensics.replay import verdicts
 from forensics.replay.result import CONFIRMED, REFUTED
 from forensics.report.classify import competitors
+from forensics.report.context import unscreened_near
 from forensics.report.fmt import cell, code, gpu_hours, steps_after, text
 from forensics.report.knowledge import Knowledge
 from forensics.report.locate import templates_dir
-from forensics.report.model import Finding, Incident, Replay
+from forensics.report.model import Finding, Incident, LogNext, Replay, StoredHypothesis
 from forensics.store import open_store
 
 runner = CliRunner()
@@ -52,28 +53,73 @@ def _kb() -> Knowledge:
     return Knowledge.from_text(path.read_text(), str(path))
 
 
+def _hyp(rank: int, cause: str, status: str, reason: str = "", needs: list[str] | None = None):  # type: ignore[no-untyped-def]
+    return StoredHypothesis(rank, cause, status, 0.0, cause.replace("_", "-"), reason, needs or [])
+
+
 def test_a_hypothesis_replay_confirmed_is_not_called_ruled_out() -> None:
+    """Statuses come from the stored hypotheses; replay's verdict outranks the log's."""
     inc = _incident(
         findings=[
             Finding("lr-too-high", "lr_too_high", True, 0.6, "lower_lr", [], REFUTED),
             Finding("rare-tokens", "rare_tokens", False, 0.0, None, [], CONFIRMED),
-            Finding(
-                "fp16",
-                "fp16_overflow",
-                False,
-                0.0,
-                None,
-                [{"key": "scale_halvings", "value": None, "note": "missing"}],
-                "not_run",
-            ),
-        ],  # fmt: skip
+        ],
         replays=[Replay("rare_tokens", "rare_tokens", CONFIRMED, {}, "rare ids", None, None)],
+        cause="rare_tokens",
+        hypotheses=[
+            _hyp(1, "batch_driven", "supported", "single_point_peaks=1"),
+            _hyp(2, "rare_tokens", "against", "condition not met with its inputs logged: x=1"),
+            _hyp(3, "lr_too_high", "supported", "grad_drift=1.4"),
+            _hyp(
+                4,
+                "fp16_overflow",
+                "not_evaluable",
+                "needs loss_scale; from the log: x=1",
+                ["loss_scale"],
+            ),  # fmt: skip
+            _hyp(
+                5,
+                "stale_beta2",
+                "against",
+                "refuted by the log (beta2 < 0.99 or (a == 1)): beta2=0.95",
+            ),  # fmt: skip
+        ],
+        log_next=[LogNext(1, "loss_scale", ["fp16_overflow"], "log the fp16 loss scale")],
     )
-    by_cause = {h.cause: h for h in competitors(inc, _kb(), None)}
-    rare = by_cause["rare-token / bad-data batch"]
-    assert rare.status == "confirmed" and "rule did not fire" not in rare.why
-    fp16 = by_cause["fp16 overflow / loss-scale collapse"]
-    assert fp16.status == "not evaluated" and "loss_scale" in fp16.evaluate
+    by_key = {h.key: h for h in competitors(inc, _kb())}
+    assert "rare_tokens" not in by_key  # the stated cause is not its own competitor
+    assert by_key["lr_too_high"].status == "refuted by replay"
+    assert by_key["batch_driven"].status == "supported by the log"
+    fp16 = by_key["fp16_overflow"]
+    assert fp16.status == "not evaluated" and "`loss_scale`" in fp16.why
+    assert fp16.evaluate == "log the fp16 loss scale"  # from log_next, not the report
+    stale = by_key["stale_beta2"]
+    assert stale.status == "ruled out by the log" and stale.why.endswith("beta2=0.95")
+    assert list(by_key) == ["batch_driven", "lr_too_high", "fp16_overflow", "stale_beta2"]
+
+
+def test_every_detect_cause_has_a_lessons_entry() -> None:
+    from forensics.detect.model import CAUSE_TITLES, CAUSES
+
+    kb = _kb()
+    for cause in CAUSES:
+        entry = kb.cause(cause)
+        assert "no description" not in entry.description, f"{cause} lacks a lessons.yaml entry"
+        assert entry.lessons and entry.title, cause
+        if cause != "unknown":
+            assert entry.fields.get("evaluate"), f"{cause}: what would evaluate it?"
+        assert entry.title == CAUSE_TITLES.get(cause, entry.title), cause
+
+
+def test_unscreened_stretch_is_stated_near_the_start_up() -> None:
+    screen = {"note": "the first 20 of 900 points were not screened", "screened_from_step": 21,
+              "unscreened_points": 20, "unscreened_to_step": 20, "first_step": 1,
+              "short_log": False}  # fmt: skip
+    assert unscreened_near(_incident(onset_step=30), screen) == screen["note"]
+    assert unscreened_near(_incident(onset_step=500), screen) is None
+    assert unscreened_near(_incident(onset_step=500), {**screen, "short_log": True})
+    assert unscreened_near(_incident(onset_step=500), {**screen, "screened_from_step": None})
+    assert unscreened_near(_incident(onset_step=30), None) is None
 
 
 def test_wording() -> None:
