@@ -4,7 +4,8 @@ Each re-runs the window from the same state as the original replay, with one cha
 same logged batches (probes/counterfactual.py defines the measures X, a, E_log, the update
 norms and Adam's normalized step |delta theta| / lr):
 
-- `stale_beta2`: beta2 = 0.95 and a second-moment reset at the first step, as SPAM does:
+- `stale_beta2`: beta2 = 0.95 and a second-moment reset at the offending step (where the
+  gradient suddenly grows; the window's first step when that is later), as SPAM does:
   exp_avg_sq is raised, element by element, so that Adam's bias-corrected v is at least the
   current (clipped) squared gradient -- a second moment as fresh as the gradient instead of
   one averaged over ~1/(1 - beta2) old, smaller gradients (raising only, so the reset cannot
