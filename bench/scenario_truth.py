@@ -18,6 +18,7 @@ loaded 2-core machine at 300 steps).
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import tempfile
@@ -60,8 +61,10 @@ def check(scenario: str, seed: int, at: int, steps: int, work: Path) -> dict[str
     run_dir, out = work / f"{scenario}-{seed}-{at}", work / f"{scenario}-{seed}-{at}-out"
     simulate(scenario, run_dir, steps=steps, seed=seed, at=at, device="cpu", plot=False)
     analyze(run_dir, out, options=AnalyzeOptions(report=False, device="cpu"))
+    truth = json.loads((run_dir / "truth.json").read_text())["expected"]
+    onset = int(truth[0]["onset_step"]) if truth else at  # lr_too_high: after the warm-up
     with open_store(out / "forensics.duckdb") as store:
-        row = read_outcome(store, run_dir.name, at)
+        row = read_outcome(store, run_dir.name, onset)
     row.update(scenario=scenario, seed=seed, step=at, seconds=time.perf_counter() - t0)
     row["injected"] = SCENARIOS[scenario].cause or "none"
     row["ok"] = passes(row)
@@ -69,8 +72,8 @@ def check(scenario: str, seed: int, at: int, steps: int, work: Path) -> dict[str
 
 
 def read_outcome(store: Any, run: str, at: int) -> dict[str, Any]:
-    """The incident nearest the injection (onset within 40 steps): its stated cause, replay
-    verdict and the causes `contributions` holds per role."""
+    """The incident nearest the expected onset (truth.json; within 40 steps): its stated
+    cause, replay verdict and the causes `contributions` holds per role."""
     inc = store.query(
         "SELECT incident_id, cause, replay FROM incidents WHERE run_id = ? "
         "AND abs(onset_step - ?) <= 40 ORDER BY abs(onset_step - ?) LIMIT 1",
