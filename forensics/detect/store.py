@@ -28,7 +28,7 @@ class NotDetectedError(ForensicsError):
 
 # Replays belong to the incidents they tested: a new detection replaces the incidents, so
 # their replays go too (a verdict must never be shown beside an incident it did not test).
-DETECT_TABLES = ("incidents", "findings", "near_misses", "replays")
+DETECT_TABLES = ("incidents", "findings", "near_misses", "replays", "contributions")
 DETECTED_KEY = "detected_at:"  # meta key per run: detection ran (even if it found nothing)
 
 

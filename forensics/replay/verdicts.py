@@ -13,7 +13,17 @@ it and none refuted it, refuted in the mirror case, else inconclusive). Then:
   the cause becomes `unknown` (confidence 0; the `replay.summary` evidence says what was
   refuted);
   `incidents.replay` is the verdict of the final cause (inconclusive when replay ran but did
-  not test it, not_run when nothing was replayed).
+  not test it, not_run when nothing was replayed);
+- trigger and amplifier: every confirmed cause gets a `contributions` row with its role and
+  the share of the damage its counterfactual removes (`roles()`). A *trigger* is an event in
+  the data or the hardware (rare tokens, corrupt data, an overflowing batch, a bit flip); an
+  *amplifier* is an optimizer setting whose counterfactual, re-run on the same batches
+  trigger included, removes the damage (stale beta2, LR too high). When both are confirmed
+  the stated cause is the amplifier with the largest share removed -- its fix prevents the
+  incident, while the trigger batch will come again in any real data -- at the confidence of
+  the stronger of the two (replay confirmed the mechanism as a pair); the trigger is kept in
+  `contributions` and named in the `replay.roles` evidence entry. A confirmed cause with no
+  partner is stored with role `cause`.
 
 The confidences before replay are kept in the evidence (`replay_prior_*`), so applying the
 verdicts again (a second `forensics replay`) starts from the detector's numbers, not from the
@@ -23,14 +33,19 @@ already-adjusted ones.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
+from forensics.replay.plan import BIG
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, NOT_RUN, REFUTED, REPRODUCTION
 from forensics.store.db import Store
 
 PRIOR = "replay_prior_"
 UNKNOWN = "unknown"
+TRIGGERS = ("rare_tokens", "data_corruption", "fp16_overflow", "hardware_fault")
+AMPLIFIERS = ("stale_beta2", "lr_too_high")
+TRIGGER, AMPLIFIER, SOLE = "trigger", "amplifier", "cause"
 
 
 def combine(verdicts: list[str]) -> str:
@@ -53,10 +68,59 @@ def adjust(conf: float, verdict: str) -> float:
 class Tested:
     verdict: str
     notes: list[dict[str, Any]]  # evidence entries, one per probe
+    shares: dict[str, tuple[float | None, str]] = field(default_factory=dict)
+    # probe -> (share of the damage its counterfactual removes, what that share measures)
+
+
+@dataclass
+class Contribution:
+    """One `contributions` row: a confirmed cause, its role and the damage it accounts for."""
+
+    cause: str
+    role: str
+    share_removed: float | None
+    probe: str
+    measure: str
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
+
+
+def _clip(x: float | None) -> float | None:
+    return None if x is None else min(1.0, max(0.0, x))
+
+
+def share(probe: str, numbers: dict[str, Any]) -> tuple[float | None, str]:
+    """The share of the damage a probe's counterfactual removes, and what it is a share of.
+
+    - stale_beta2 / lr_too_high: 1 - kept, the share of the loss the updates added on
+      ordinary batches (above the noise) that the re-run with beta2 = 0.95 / the halved LR
+      no longer adds (probes/counterfactual.py);
+    - rare_tokens: the offending batch's own loss excess over the controls on the pre-spike
+      state, as a share of the logged spike at that step: what removing the batch removes
+      at the step it hits (it does not count the echoes of the update it causes);
+    - hardware: 1 - the share of the logged spike a faithful replay (no fault) reproduces.
+    Other probes (data_corruption, overflow) decide on a signature, not a counterfactual:
+    no share (None)."""
+    if probe in AMPLIFIERS:
+        kept = _num(numbers.get("kept"))
+        return _clip(None if kept is None else 1.0 - kept), "added loss on ordinary batches"
+    if probe == "rare_tokens":
+        loss, ctrl = _num(numbers.get("loss")), _num(numbers.get("control_loss"))
+        logged = _num(numbers.get("logged_excess"))
+        ok = loss is not None and ctrl is not None and logged is not None and 0 < logged < BIG
+        value = (loss - ctrl) / logged if ok else None  # type: ignore[operator]
+        return _clip(value), "logged spike at the offending step"
+    if probe == "hardware":
+        frac = _num(numbers.get("reproduced_fraction"))
+        return _clip(None if frac is None else 1.0 - frac), "logged spike"
+    return None, ""
 
 
 def tested(rows: list[dict[str, Any]]) -> dict[str, Tested]:
-    """Hypothesis -> combined verdict and one evidence entry per probe."""
+    """Hypothesis -> combined verdict, one evidence entry per probe, and the share of the
+    damage each confirming probe's counterfactual removes."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         if r["hypothesis"] != REPRODUCTION:
@@ -68,9 +132,50 @@ def tested(rows: list[dict[str, Any]]) -> dict[str, Tested]:
                 {"key": f"replay.{r['probe']}", "value": r["verdict"], "note": r["detail"] or ""}
                 for r in rs
             ],
+            {
+                r["probe"]: share(r["probe"], _numbers(r.get("numbers")))
+                for r in rs
+                if r["verdict"] == CONFIRMED
+            },
         )  # fmt: skip
         for h, rs in out.items()
     }
+
+
+def _numbers(raw: Any) -> dict[str, Any]:
+    value = json.loads(raw) if isinstance(raw, str) and raw else raw
+    return value if isinstance(value, dict) else {}
+
+
+def roles(t: dict[str, Tested]) -> list[Contribution]:
+    """The confirmed causes with their role: trigger, amplifier (when a trigger is confirmed
+    too), or the sole cause. Amplifiers first, the largest share removed first."""
+    confirmed = {c: x for c, x in t.items() if x.verdict == CONFIRMED}
+    has_trigger = any(c in TRIGGERS for c in confirmed)
+    has_amplifier = any(c in AMPLIFIERS for c in confirmed)
+    out = []
+    for c, x in confirmed.items():
+        if c in TRIGGERS:
+            role = TRIGGER if has_amplifier else SOLE
+        else:
+            role = AMPLIFIER if has_trigger and c in AMPLIFIERS else SOLE
+        probe, (value, measure) = max(
+            x.shares.items(), key=lambda kv: -1.0 if kv[1][0] is None else kv[1][0]
+        )
+        out.append(Contribution(c, role, value, probe, measure))
+    rank = {AMPLIFIER: 0, SOLE: 1, TRIGGER: 2}
+    return sorted(out, key=lambda k: (rank[k.role], -(k.share_removed or 0.0), k.cause))
+
+
+def roles_sentence(contribs: list[Contribution]) -> str:
+    """ "trigger rare_tokens (removes 100% of the logged spike ...); amplifier ..."."""
+    parts = []
+    for k in contribs:
+        how = "share not measured" if k.share_removed is None else (
+            f"its counterfactual removes {k.share_removed:.0%} of the {k.measure}"
+        )  # fmt: skip
+        parts.append(f"{k.role} {k.cause} ({how}; probe {k.probe})")
+    return "; ".join(parts)
 
 
 def evidence_list(text: Any) -> list[dict[str, Any]]:
@@ -90,7 +195,8 @@ def split_prior(evidence: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], d
 def apply_verdicts(store: Store, run_id: str) -> None:
     """Update findings and incidents of the run from its `replays` rows (idempotent)."""
     rows = store.query(
-        "SELECT incident_id, probe, hypothesis, verdict, detail FROM replays WHERE run_id = ?",
+        "SELECT incident_id, probe, hypothesis, verdict, detail, numbers FROM replays "
+        "WHERE run_id = ?",
         [run_id],
     ).to_dicts()
     by_incident: dict[int, list[dict[str, Any]]] = {}
@@ -100,7 +206,23 @@ def apply_verdicts(store: Store, run_id: str) -> None:
         for incident_id, inc_rows in by_incident.items():
             t = tested(inc_rows)
             best = _update_findings(store, run_id, incident_id, t)
-            _update_incident(store, run_id, incident_id, t, best)
+            contribs = roles(t)
+            _write_contributions(store, run_id, incident_id, contribs)
+            _update_incident(store, run_id, incident_id, t, best, contribs)
+
+
+def _write_contributions(
+    store: Store, run_id: str, incident_id: int, contribs: list[Contribution]
+) -> None:
+    store.con.execute(
+        "DELETE FROM contributions WHERE run_id = ? AND incident_id = ?", [run_id, incident_id]
+    )
+    for k in contribs:
+        store.con.execute(
+            "INSERT INTO contributions (run_id, incident_id, cause, role, share_removed, probe, "
+            "measure) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [run_id, incident_id, k.cause, k.role, k.share_removed, k.probe, k.measure],
+        )
 
 
 def _update_findings(
@@ -140,6 +262,7 @@ def _update_incident(
     incident_id: int,
     t: dict[str, Tested],
     best: dict[str, tuple[float, bool, str | None]],
+    contribs: list[Contribution],
 ) -> None:
     row = store.query(
         "SELECT cause, confidence, recovery, evidence FROM incidents "
@@ -152,7 +275,7 @@ def _update_incident(
     cause0 = str(prior.get("cause", row[0]["cause"] or "unknown"))
     conf0 = float(prior.get("confidence", row[0]["confidence"] or 0.0))
     rec0 = prior.get("recovery", row[0]["recovery"])
-    cause, conf, rec = choose(cause0, conf0, rec0, t, best)
+    cause, conf, rec = choose(cause0, conf0, rec0, t, best, contribs)
     verdict = t[cause].verdict if cause in t else INCONCLUSIVE
     evidence += [
         {"key": PRIOR + "cause", "value": cause0, "note": "cause before replay"},
@@ -160,6 +283,13 @@ def _update_incident(
         {"key": PRIOR + "recovery", "value": rec0, "note": "before replay"},
         {"key": "replay.summary", "value": verdict, "note": summary(t)},
     ]
+    if any(k.role != SOLE for k in contribs):
+        value = [
+            {"cause": k.cause, "role": k.role, "share_removed": k.share_removed,
+             "measure": k.measure, "probe": k.probe}
+            for k in contribs
+        ]  # fmt: skip
+        evidence += [{"key": "replay.roles", "value": value, "note": roles_sentence(contribs)}]
     store.con.execute(
         "UPDATE incidents SET cause = ?, confidence = ?, recovery = ?, replay = ?, evidence = ? "
         "WHERE run_id = ? AND incident_id = ?",
@@ -173,10 +303,19 @@ def choose(
     rec0: str | None,
     t: dict[str, Tested],
     best: dict[str, tuple[float, bool, str | None]],
+    contribs: list[Contribution] | None = None,
 ) -> tuple[str, float, str | None]:
     """The incident's cause, confidence and recovery after replay (see the module doc)."""
     v0 = t[cause0].verdict if cause0 in t else NOT_RUN
     own = (cause0, adjust(conf0, v0), rec0)
+    amps = [k for k in contribs or [] if k.role == AMPLIFIER]
+    if amps:  # a confirmed trigger and amplifier: the amplifier's fix prevents the incident
+        amp = amps[0]
+        floor = adjust(0.0, CONFIRMED)
+        pair = [best.get(k.cause, (floor, False, None))[0] for k in contribs or []]
+        pair += [own[1]] if v0 == CONFIRMED else []
+        _, _, rec = best.get(amp.cause, (floor, False, None))
+        return amp.cause, max(pair), rec if rec is not None else rec0
     if v0 == CONFIRMED:
         return own
     confirmed = [c for c, x in t.items() if x.verdict == CONFIRMED and c != cause0]

@@ -251,6 +251,18 @@ REPLAY_DDL = [
         wall_s DOUBLE,
         replayed_at TIMESTAMP
     )""",
+    # Issue 15 (additive): the causes replay confirmed for an incident, with their role
+    # (trigger, amplifier, or the sole cause) and the share of the damage each one's
+    # counterfactual removes (forensics/replay/verdicts.py; docs/replay.md).
+    """CREATE TABLE IF NOT EXISTS contributions (
+        run_id VARCHAR NOT NULL,
+        incident_id INTEGER NOT NULL,
+        cause VARCHAR NOT NULL,
+        role VARCHAR NOT NULL,
+        share_removed DOUBLE,
+        probe VARCHAR NOT NULL,
+        measure VARCHAR
+    )""",
 ]
 
 # The long form every stage reads: one row per (run, series, step). A view, so that a

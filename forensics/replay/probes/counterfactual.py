@@ -72,7 +72,8 @@ def rerun(s: Session, changes: dict[str, Any], *, reset: bool) -> dict[int, Step
     """The window re-run from the start snapshot with TrainConfig `changes` (and the reset)."""
     assert s.start is not None
     state = set_hparams(clone(s.start), **changes)
-    faults = [SecondMomentReset(state.step + 1, state)] if reset else []
+    at = max(state.step + 1, s.plan.offending)  # where the gradient suddenly grows
+    faults = [SecondMomentReset(at, state)] if reset else []
     return {int(r["step"]): r for r in advance(state, s.data, s.plan.end, faults)}
 
 

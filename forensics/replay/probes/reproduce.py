@@ -7,6 +7,11 @@ checkpoint up to the end of the window) with what the run logged.
 offending one matches the logged loss and grad norm (|diff| <= RTOL * max(1, |logged|), a NaN
 matching a NaN) *and* the offending step matches too; refuted otherwise, naming the first
 mismatch. A faithful prefix means the state at the offending step is the one the run had.
+The tolerance (RTOL_LOSS 1e-3 on the loss, RTOL_GRAD 1e-2 on the grad norm) admits the
+rounding of another CPU's or GPU's kernels; whether the match was bit-exact is reported too
+(`bit_exact`, and "bit-exact" / "within tolerance" in the detail). A tolerance cannot make a
+chaotic run reproduce: at a far too high LR a 1e-4 rounding difference grows to O(1) over a
+hundred steps, and the replay then truly departs from the log (refuted, as it should be).
 
 `hardware` (hypothesis `hardware_fault`): needs a faithful prefix (else inconclusive: the
 replay itself drifts, so a spike that does not reproduce proves nothing). Then the spike is
@@ -49,6 +54,7 @@ class Comparison:
     first_mismatch: int | None  # first step (any in the replay) where they disagree
     prefix_ok: bool  # every step before the offending one matches
     offending_ok: bool
+    bit_exact: bool = False  # every compared value up to the offending step is identical
 
 
 def close(logged: float | None, replayed: float, rtol: float) -> bool:
@@ -71,11 +77,14 @@ def compare(s: Session) -> Comparison:
     ]
     bad = [t for t, good in zip(steps, ok, strict=True) if not good]
     off = s.plan.offending
+    upto = [i for i, t in enumerate(steps) if t <= off]
+    exact = all(close(ll[i], rl[i], 0.0) and close(lg[i], rg[i], 0.0) for i in upto)
     return Comparison(
         steps, ll, rl, lg, rg,
         first_mismatch=bad[0] if bad else None,
         prefix_ok=all(t >= off for t in bad),
         offending_ok=off not in bad and off in s.rows,
+        bit_exact=exact,
     )  # fmt: skip
 
 
@@ -105,6 +114,7 @@ def reproduce(s: Session, wall_s: float | None) -> ReplayResult:
         "first_mismatch_step": c.first_mismatch,
         "rtol_loss": RTOL_LOSS,
         "rtol_grad_norm": RTOL_GRAD,
+        "bit_exact": c.bit_exact,
     }
     verdict, detail = _reproduce_verdict(c, off)
     res = s.result("reproduce", REPRODUCTION, verdict, numbers, detail)
@@ -120,9 +130,13 @@ def _absdiff(a: float | None, b: float) -> float:
 
 def _reproduce_verdict(c: Comparison, off: int) -> tuple[str, str]:
     if c.prefix_ok and c.offending_ok:
+        how = "bit-exact" if c.bit_exact else (
+            f"within tolerance: loss {RTOL_LOSS:g}, grad norm {RTOL_GRAD:g} relative"
+        )  # fmt: skip
         return CONFIRMED, (
             f"replayed loss {_num(_at(c, c.replayed_loss, off))} matches the logged "
-            f"{_num(_at(c, c.logged_loss, off))} at step {off}, and every step before it"
+            f"{_num(_at(c, c.logged_loss, off))} at step {off}, and every step before it "
+            f"({how})"
         )
     where = "before" if not c.prefix_ok else "at"
     t = c.first_mismatch
@@ -130,7 +144,8 @@ def _reproduce_verdict(c: Comparison, off: int) -> tuple[str, str]:
         f"replay departs from the log {where} the offending step (first mismatch at step {t}: "
         f"logged loss {_num(_at(c, c.logged_loss, t))} / grad norm "
         f"{_num(_at(c, c.logged_grad, t))}, replayed {_num(_at(c, c.replayed_loss, t))} / "
-        f"{_num(_at(c, c.replayed_grad, t))})"
+        f"{_num(_at(c, c.replayed_grad, t))}; tolerance: loss {RTOL_LOSS:g}, grad norm "
+        f"{RTOL_GRAD:g} relative)"
     )
 
 
