@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from replay_portability import departed, rows_of
 
 from forensics.detect import detect
 from forensics.ingest import ingest
@@ -89,12 +90,16 @@ def test_injected_cause_is_confirmed_by_replay(analyzed: Any) -> None:
         inc = _incident_for(store, name, t["onset"])
         rows = replayed[inc["incident_id"]]
         verdicts = {r.hypothesis: r.verdict for r in rows}
-        assert verdicts.get(t["cause"]) == "confirmed", (name, [(r.probe, r.verdict, r.detail)
-                                                              for r in rows])  # fmt: skip
         row = store.query(
             "SELECT cause, replay FROM incidents WHERE run_id = ? AND incident_id = ?",
             [name, inc["incident_id"]],
         ).to_dicts()[0]
+        if departed(name, rows_of(rows)):  # another CPU's chaotic run: nothing to confirm
+            assert "confirmed" not in verdicts.values(), (name, rows_of(rows))
+            assert row["cause"] == t["cause"] and row["replay"] != "confirmed", (name, row)
+            continue
+        assert verdicts.get(t["cause"]) == "confirmed", (name, [(r.probe, r.verdict, r.detail)
+                                                              for r in rows])  # fmt: skip
         assert row == {"cause": t["cause"], "replay": "confirmed"}, (name, row)
 
 
@@ -115,6 +120,8 @@ def test_replay_reproduces_the_logged_run(analyzed: Any) -> None:
     if not truth:
         pytest.skip("clean run: nothing replayed")
     for rows in replayed.values():
+        if departed(name, rows_of(rows)):
+            continue  # said so, with the first mismatching step (replay_portability.py)
         repro = next(r for r in rows if r.probe == "reproduce")
         hw = next(r for r in rows if r.probe == "hardware")
         # A faithful replay, or one whose only departure is explained by a hardware fault.

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 from mdcheck import broken_links, leaks
+from replay_portability import departed
 from typer.testing import CliRunner
 
 from forensics.cli import app
@@ -54,9 +56,20 @@ def test_a_postmortem_per_injected_incident(demo_out: Path, scenario: str) -> No
         near = [i for i in found if abs(i["onset_step"] - onset) <= ONSET_SLACK]
         assert near, f"{scenario}: no incident near step {onset}: {found}"
         assert near[0]["cause"] == truth["cause"], (scenario, near[0])
-        assert near[0]["replay"] == "confirmed", (scenario, near[0])
+        if near[0]["replay"] != "confirmed":
+            probes = _replays(demo_out / scenario, near[0]["id"])
+            assert departed(scenario, probes), (scenario, near[0], probes)
         text = postmortems[found.index(near[0])].read_text()
         assert f"onset at step {near[0]['onset_step']}" in text
+
+
+def _replays(run_out: Path, incident_id: int) -> list[tuple[str, str, str]]:
+    """The stored (probe, verdict, detail) rows of one incident of a demo run."""
+    with duckdb.connect(str(run_out / "forensics.duckdb"), read_only=True) as con:
+        rows = con.execute(
+            "SELECT probe, verdict, detail FROM replays WHERE incident_id = ?", [incident_id]
+        ).fetchall()
+    return [(str(p), str(v), str(d)) for p, v, d in rows]
 
 
 @pytest.mark.slow
