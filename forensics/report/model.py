@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.store.db import Store
+from forensics.store.schema import INCIDENT_COLUMNS_V3
 
 
 def _json(text: Any, default: Any) -> Any:
@@ -262,18 +263,7 @@ def load_screen_coverage(store: Store, run_id: str) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
-NEW_COLUMNS = (
-    "recovery_step",
-    "severity",
-    "lr_phase",
-    "lr_at_onset",
-    "lr_peak_step",
-    "grad_norm_peak_step",
-    "grad_norm_baseline",
-    "seconds_per_step",
-    "tokens_per_step",
-    "world_size",
-)
+NEW_COLUMNS = tuple(INCIDENT_COLUMNS_V3)  # detect columns added after the first schema
 
 
 def _incident(r: dict[str, Any]) -> Incident:
