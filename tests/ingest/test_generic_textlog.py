@@ -51,6 +51,24 @@ def test_llmc_stdout(tmp_path: Path) -> None:
     assert m["val_loss"] == {0: 11.007921}  # printed before step 1: the step before it
 
 
+def test_error_message_with_a_source_line_is_not_a_metric(tmp_path: Path) -> None:
+    # llm.c stdout with stderr interleaved mid-line (real: HectorFCardenas/llm.c
+    # gpt2_train.11685414.log line 19761): `train_gpt2.cu:675` is where the error was raised
+    text = (
+        "".join(
+            f"step {s:5d}/19560 | loss {3.3 + s / 1e5:.6f} (+0.47z)| norm 0.2206 (-0.39z)| "
+            f"lr 1.0e-05 | 300.00 ms | 40.0% bf16 MFU | 1700000 tok/s\n"
+            for s in range(19520, 19528)
+        )
+        + "step 19528/19560 | loss 3.329409 (+0.47z)| norm 0.2206 (-0.39z)| lError: Token out of "
+        "vocabulary at train_gpt2.cu:675\n"
+    )
+    fmt, m = _read(tmp_path, text)
+    assert fmt == "generic_text"
+    assert m["loss"][19528] == 3.329409 and len(m["loss"]) == 9
+    assert not [k for k in m if ".cu" in k or "vocabulary" in k], sorted(m)
+
+
 def test_build_nanogpt_log_txt(tmp_path: Path) -> None:
     # karpathy/build-nanogpt log.txt: `<step> <kind> <value>`
     text = "0 val 10.9512\n0 hella 0.2466\n0 train 10.955011\n1 train 10.211\n2 train 9.80\n"

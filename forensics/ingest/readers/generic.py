@@ -82,6 +82,8 @@ _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step li
 _GLUED = re.compile(r"([A-Za-z%]{1,4})(?:[\s|,;)]|$)")
 _UNIT_GLUED = re.compile(r"^[^\s|,;:=()\[\]]+(?=[\s|,;])")
 _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
+# `file.cu:675` in an error or warning message is a source line, not a metric.
+_SOURCE_FILE = re.compile(r"\.(?:py|pyx|cu|cuh|c|cc|cpp|cxx|h|hpp|rs|go|java|js|ts|sh)\Z")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
 _MAX_TEMPLATES = 5000  # distinct templates examined at most (the most frequent first)
@@ -219,6 +221,8 @@ def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
 def _good_key(key: str) -> bool:
     """A metric name as logs print them: starts with a letter, a few words, no code."""
     if not _KEY.match(key) or len(key) > 60 or len(key.split()) > 6:
+        return False
+    if _SOURCE_FILE.search(key):
         return False
     return key.count("(") == key.count(")")
 
