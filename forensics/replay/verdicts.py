@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from forensics.detect.model import PARENT
 from forensics.replay.plan import BIG
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, NOT_RUN, REFUTED, REPRODUCTION
 from forensics.store.db import Store
@@ -142,6 +143,28 @@ def tested(rows: list[dict[str, Any]]) -> dict[str, Tested]:
     }
 
 
+def verdict_of(cause: str, t: dict[str, Tested]) -> str:
+    """Replay's verdict on a cause. A parent cause that no probe tests (batch_driven) takes
+    its children's: confirmed when one is, refuted when every child was refuted, else
+    inconclusive; so a page never says "ruled out" beside a confirmed child."""
+    if cause in t:
+        return t[cause].verdict
+    kids = [t[c].verdict if c in t else NOT_RUN for c, p in PARENT.items() if p == cause]
+    if CONFIRMED in kids:
+        return CONFIRMED
+    if kids and all(v == REFUTED for v in kids):
+        return REFUTED
+    return INCONCLUSIVE if any(v != NOT_RUN for v in kids) else NOT_RUN
+
+
+def _children_note(cause: str, t: dict[str, Tested]) -> list[dict[str, Any]]:
+    kids = [c for c, p in PARENT.items() if p == cause and c in t]
+    if cause in t or not kids:
+        return []
+    note = "from its children: " + ", ".join(f"{c} {t[c].verdict}" for c in kids)
+    return [{"key": "replay.children", "value": verdict_of(cause, t), "note": note}]
+
+
 def _numbers(raw: Any) -> dict[str, Any]:
     value = json.loads(raw) if isinstance(raw, str) and raw else raw
     return value if isinstance(value, dict) else {}
@@ -239,11 +262,11 @@ def _update_findings(
         evidence, prior = split_prior(evidence_list(f["evidence"]))
         conf0 = float(prior.get("confidence", f["confidence"] or 0.0))
         hit = t.get(f["cause"])
-        verdict = hit.verdict if hit else NOT_RUN
+        verdict = verdict_of(f["cause"], t)
         conf = adjust(conf0, verdict)
-        if hit:
+        if verdict != NOT_RUN:
             evidence += [{"key": PRIOR + "confidence", "value": conf0, "note": "before replay"}]
-            evidence += hit.notes
+            evidence += hit.notes if hit else _children_note(f["cause"], t)
         store.con.execute(
             "UPDATE findings SET replay = ?, confidence = ?, evidence = ? "
             "WHERE run_id = ? AND incident_id = ? AND rule_id = ?",
@@ -306,7 +329,7 @@ def choose(
     contribs: list[Contribution] | None = None,
 ) -> tuple[str, float, str | None]:
     """The incident's cause, confidence and recovery after replay (see the module doc)."""
-    v0 = t[cause0].verdict if cause0 in t else NOT_RUN
+    v0 = verdict_of(cause0, t)
     own = (cause0, adjust(conf0, v0), rec0)
     amps = [k for k in contribs or [] if k.role == AMPLIFIER]
     if amps:  # a confirmed trigger and amplifier: the amplifier's fix prevents the incident
@@ -316,7 +339,7 @@ def choose(
         pair += [own[1]] if v0 == CONFIRMED else []
         _, _, rec = best.get(amp.cause, (floor, False, None))
         return amp.cause, max(pair), rec if rec is not None else rec0
-    if v0 == CONFIRMED:
+    if v0 == CONFIRMED and cause0 in t:  # a parent confirmed through a child names the child
         return own
     confirmed = [c for c, x in t.items() if x.verdict == CONFIRMED and c != cause0]
     if confirmed:
@@ -327,9 +350,7 @@ def choose(
         alive = [
             (conf, c, rec)
             for c, (conf, trig, rec) in best.items()
-            if trig
-            and c not in (cause0, UNKNOWN)
-            and (t[c].verdict if c in t else NOT_RUN) != REFUTED
+            if trig and c not in (cause0, UNKNOWN) and verdict_of(c, t) != REFUTED
         ]
         if alive:
             conf, c, rec = max(alive)

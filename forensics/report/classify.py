@@ -129,7 +129,18 @@ def _probes(inc: Incident, key: str, kb: Knowledge) -> str:
         for r in inc.replays
         if kb.cause(r.hypothesis).key == key and r.detail
     )
-    return detail or "replay's verdict"
+    if detail:
+        return detail
+    # A parent cause no probe tests (batch_driven) takes its children's verdict; replay
+    # stored which, as the finding's `replay.children` evidence.
+    notes = [
+        str(e.get("note") or "")
+        for f in inc.findings
+        if kb.cause(f.cause).key == key
+        for e in f.evidence
+        if e.get("key") == "replay.children"
+    ]
+    return notes[0] if notes else "replay's verdict"
 
 
 def refuted_causes(inc: Incident, kb: Knowledge) -> list[str]:

@@ -133,3 +133,40 @@ def test_shares_without_a_measure_are_null(tmp_path: Path) -> None:
     got = _contribs(store)
     assert got["data_corruption"] == ("trigger", None, "data_corruption")
     assert got["lr_too_high"] == ("amplifier", None, "lr_too_high")
+
+
+def _finding(store: Store, cause: str) -> dict[str, Any]:
+    row = store.query(
+        "SELECT replay, confidence, evidence FROM findings WHERE cause = ?", [cause]
+    ).to_dicts()[0]
+    row["evidence"] = {e["key"]: e for e in json.loads(row["evidence"])}
+    return row
+
+
+def test_a_confirmed_child_confirms_its_parent_and_is_named(tmp_path: Path) -> None:
+    # A loss-only log said batch_driven; replay confirms rare tokens and refutes corruption:
+    # the stated cause becomes the child, and the parent reads confirmed, never ruled out.
+    store = _store(
+        tmp_path, "batch_driven", 0.7,
+        {"batch_driven": (True, 0.7), "rare_tokens": (False, 0.3), "data_corruption": (False, 0.2)},
+    )  # fmt: skip
+    _replay(store, "rare_tokens", "rare_tokens", "confirmed", RARE)
+    _replay(store, "data_corruption", "data_corruption", "refuted", {})
+    apply_verdicts(store, RUN)
+    assert _incident(store)["cause"] == "rare_tokens"
+    parent = _finding(store, "batch_driven")
+    assert parent["replay"] == "confirmed"
+    assert "rare_tokens confirmed" in parent["evidence"]["replay.children"]["note"]
+
+
+def test_a_parent_whose_children_are_all_refuted_is_refuted(tmp_path: Path) -> None:
+    # Replay refutes the stated rare tokens and corruption: batch_driven may not take over.
+    store = _store(
+        tmp_path, "rare_tokens", 0.6,
+        {"batch_driven": (True, 0.55), "rare_tokens": (True, 0.6), "data_corruption": (False, 0.2)},
+    )  # fmt: skip
+    _replay(store, "rare_tokens", "rare_tokens", "refuted", RARE)
+    _replay(store, "data_corruption", "data_corruption", "refuted", {})
+    apply_verdicts(store, RUN)
+    assert _finding(store, "batch_driven")["replay"] == "refuted"
+    assert _incident(store)["cause"] == "unknown"
