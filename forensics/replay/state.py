@@ -129,18 +129,24 @@ def check_batches(data: RunData, steps: range | list[int]) -> None:
         load_batch(data, step, torch.device("cpu"))
 
 
-def read_span(rec: BatchRecord) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x, y) int64 (batch_size, seq_len) of one record, from any shard format replay reads
-    (llm.c v1/v2 header, headerless uint16, .npy)."""
+def shard_of(rec: BatchRecord) -> np.ndarray:
+    """The tokens of the shard a manifest record names; a missing or unreadable shard is
+    StateUnavailable (the probe says so and the others still run)."""
     from forensics.replay.sources import read_tokens
 
     path = Path(rec.source)
     if not path.is_file():
         raise StateUnavailable(f"{path}: token shard named by the manifest is missing")
     try:
-        tokens = read_tokens(path)
+        return read_tokens(path)
     except (ReplayError, OSError, ValueError) as exc:
         raise StateUnavailable(str(exc)) from exc
+
+
+def read_span(rec: BatchRecord) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x, y) int64 (batch_size, seq_len) of one record, from any shard format replay reads
+    (llm.c v1/v2 header, headerless uint16, .npy)."""
+    path, tokens = Path(rec.source), shard_of(rec)
     end = rec.token_offset + rec.n_tokens
     if rec.n_tokens != rec.batch_size * rec.seq_len + 1 or end > tokens.size:
         raise StateUnavailable(

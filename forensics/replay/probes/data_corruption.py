@@ -39,7 +39,7 @@ from forensics.replay.freq import TRAIN_SAMPLE, train_freq
 from forensics.replay.probes.base import Session, median, ratio
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
 from forensics.replay.sources import read_tokens
-from forensics.replay.state import StateUnavailable, batch_records
+from forensics.replay.state import StateUnavailable, batch_records, shard_of
 from forensics.sim.data import BatchRecord
 
 PROBE = HYPOTHESIS = "data_corruption"
@@ -128,13 +128,7 @@ def tokens_of(records: list[BatchRecord]) -> np.ndarray:
     """(rows, seq_len + 1) int64 token rows of a step: each sequence with its last target."""
     rows = []
     for rec in records:
-        path = Path(rec.source)
-        if not path.is_file():
-            raise StateUnavailable(f"{path}: token shard named by the manifest is missing")
-        try:
-            shard = read_tokens(path)
-        except (ReplayError, OSError, ValueError) as exc:
-            raise StateUnavailable(str(exc)) from exc
+        path, shard = Path(rec.source), shard_of(rec)
         end = rec.token_offset + rec.n_tokens
         if end > shard.size:
             raise StateUnavailable(f"{path}: span of step {rec.step} runs past the shard")
