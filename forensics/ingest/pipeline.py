@@ -437,7 +437,7 @@ def _store_source(
 
 def _resolve_conflicts(store: Store, name: str, summary: RunSummary) -> None:
     """One value per (step, metric): see forensics/store/conflicts.py for the rule."""
-    texts = frozenset(r.name for r in readers() if not r.structured) | conflicts.TEXT_FORMATS
+    texts = frozenset(r.name for r in readers() if not r.structured)
     by_source = {s.path: s for s in summary.sources}
     for c in conflicts.resolve(store.con, name, texts):
         line = c.warning()

@@ -27,9 +27,6 @@ from dataclasses import dataclass
 
 import duckdb
 
-# Formats whose values are parsed from printed text (see forensics.ingest.base.Reader.structured).
-TEXT_FORMATS = frozenset({"textlog", "megatron", "generic_text"})
-
 _DUPS = "_forensics_dups"
 _KEEP = "_forensics_keep"
 
@@ -85,10 +82,12 @@ def restore(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
 
 
 def resolve(
-    con: duckdb.DuckDBPyConnection, run_id: str, text_formats: frozenset[str] = TEXT_FORMATS
+    con: duckdb.DuckDBPyConnection, run_id: str, text_formats: frozenset[str]
 ) -> list[Conflict]:
     """Keep one value per (step, metric) of the run by the module's precedence; move the
-    others to `conflicts`. Cheap when no metric has two series (the usual case)."""
+    others to `conflicts`. `text_formats`: the readers whose numbers are parsed from printed
+    text (forensics.ingest.base.Reader.structured is False). Cheap when no metric has two
+    series (the usual case)."""
     metrics = [
         r[0]
         for r in con.execute(
