@@ -184,7 +184,7 @@ DETECT_DDL = [
 ]
 
 # Added by issue 11 (additive): what detect decides once and the report only renders
-# (docs/definitions.md). ALTER ... IF NOT EXISTS so older databases gain them on open.
+# (docs/definitions.md). Older databases gain them on open (ADDED_COLUMNS below).
 INCIDENT_COLUMNS_V3 = {
     "recovery_step": "BIGINT",
     "severity": "VARCHAR",
@@ -197,10 +197,6 @@ INCIDENT_COLUMNS_V3 = {
     "tokens_per_step": "DOUBLE",
     "world_size": "DOUBLE",
 }
-DETECT_DDL += [
-    f"ALTER TABLE incidents ADD COLUMN IF NOT EXISTS {name} {kind}"
-    for name, kind in INCIDENT_COLUMNS_V3.items()
-]
 
 # Issue 15 (additive): each cause's status for each incident, what to log next, and the
 # spikes that recur across the runs of the store (forensics/detect/evidence.py, recurrence.py).
@@ -276,7 +272,9 @@ METRICS_VIEW = """CREATE OR REPLACE VIEW metrics AS
 # Columns added after a table was first shipped: (table, column, type). `CREATE TABLE IF
 # NOT EXISTS` leaves an older database's table as it was, so Store._ensure_schema adds
 # these with `ADD COLUMN IF NOT EXISTS` (additive, so any stage may append here).
-ADDED_COLUMNS: list[tuple[str, str, str]] = []
+ADDED_COLUMNS: list[tuple[str, str, str]] = [
+    ("incidents", name, kind) for name, kind in INCIDENT_COLUMNS_V3.items()
+]
 
 ALL_DDL = INGEST_DDL + [METRICS_VIEW] + DETECT_DDL + EXPLAIN_DDL + REPLAY_DDL
 
