@@ -22,12 +22,7 @@ import polars as pl
 
 from forensics.store import Store
 
-TABLE = "screen_coverage"
-_DDL = f"""CREATE TABLE IF NOT EXISTS {TABLE} (
-    run_id VARCHAR, metric VARCHAR, points BIGINT, first_step BIGINT, last_step BIGINT,
-    screened_from_step BIGINT, unscreened_points BIGINT, unscreened_to_step BIGINT,
-    short_log BOOLEAN, note VARCHAR
-)"""
+TABLE = "screen_coverage"  # declared with the other detect tables in forensics/store/schema.py
 
 
 @dataclass(frozen=True)
@@ -60,7 +55,6 @@ class Coverage:
 
 def write(store: Store, run_id: str, cov: Coverage) -> None:
     """Replace the run's coverage row."""
-    store.con.execute(_DDL)
     with store.transaction():
         store.con.execute(f"DELETE FROM {TABLE} WHERE run_id = ?", [run_id])
         row = {
@@ -84,6 +78,5 @@ def write(store: Store, run_id: str, cov: Coverage) -> None:
 
 def read(store: Store, run_id: str) -> dict[str, object] | None:
     """The run's coverage row as a dict (None when detect has not run)."""
-    store.con.execute(_DDL)
     rows = store.query(f"SELECT * FROM {TABLE} WHERE run_id = ?", [run_id]).to_dicts()
     return rows[0] if rows else None

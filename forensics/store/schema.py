@@ -134,6 +134,12 @@ INGEST_DDL = [
 ]
 
 DETECT_DDL = [
+    # What the spike screen did not judge (forensics/detect/coverage.py), one row per run.
+    """CREATE TABLE IF NOT EXISTS screen_coverage (
+        run_id VARCHAR, metric VARCHAR, points BIGINT, first_step BIGINT, last_step BIGINT,
+        screened_from_step BIGINT, unscreened_points BIGINT, unscreened_to_step BIGINT,
+        short_log BOOLEAN, note VARCHAR
+    )""",
     """CREATE TABLE IF NOT EXISTS incidents (
         run_id VARCHAR NOT NULL,
         incident_id INTEGER NOT NULL,
