@@ -87,9 +87,7 @@ def _detect_one(
     from forensics.detect.detector import detect_data
 
     data = detect_store.load_run(store, run_id)
-    data.has_batches = bool(
-        store.con.execute("SELECT count(*) FROM batches WHERE run_id = ?", [run_id]).fetchone()[0]  # type: ignore[index]
-    )
+    data.has_batches = detect_store.has_batches(store, run_id)
     ckpts = detect_store.checkpoints(store, run_id)
     others = [s for s in spikes if s.run_id != run_id]
     det = detect_data(data, rules, config, ckpts, gpu_hour_cost, others)

@@ -87,6 +87,12 @@ def checkpoints(store: Store, run_id: str) -> list[Checkpoint]:
     return [Checkpoint(int(s), h, p) for s, h, p in rows]
 
 
+def has_batches(store: Store, run_id: str) -> bool:
+    """Did the run ingest a batch manifest (replay can then tell the batch causes apart)?"""
+    row = store.con.execute("SELECT count(*) FROM batches WHERE run_id = ?", [run_id]).fetchone()
+    return bool(row and row[0])
+
+
 def _incident_row(run_id: str, inc: Incident, now: datetime) -> dict[str, Any]:
     return {
         "run_id": run_id,
