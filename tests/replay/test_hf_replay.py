@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("transformers", reason="the [hf] extra is not installed")
 
-from hf_run import RARE_STEP, STEPS, build_hf_run  # noqa: E402
+from hf_run import RARE_STEP, STEPS, build_hf_run, build_lr_jump_run  # noqa: E402
 
 from forensics.cli import app  # noqa: E402
 from forensics.store import open_store  # noqa: E402
@@ -85,6 +85,47 @@ def test_analyze_replays_the_spike_through_the_runs_own_model(analysis: dict[str
     assert all(w.startswith("r") for w in data["excerpts"][0].split())  # the rare words
     assert "reference_judge" not in rows  # tier 3 ran: no proxy needed
     assert "tier 3 ran" in analysis["text"]
+
+
+def test_optimizer_counterfactuals_refute_a_rare_batch(analysis: dict[str, Any]) -> None:
+    """beta2 and the LR are sane here: the counterfactuals re-run the run's own Trainer from
+    checkpoint-100 with beta2 = 0.95 / half the LR, and find no loss the updates added."""
+    rows = _replays(analysis["db"])
+    for probe in ("stale_beta2", "lr_too_high"):
+        verdict, n, detail = rows[probe]
+        assert verdict == "refuted", (probe, detail)
+        assert "do not produce the spike" in detail
+        assert n["start_step"] == 100 and n["steps"][0] == 102 and n["end_step"] >= RARE_STEP
+        assert RARE_STEP in n["hard_batch_steps"]  # the rare batch is hard in itself
+        # the original re-run reproduces the log: the same added loss, the same LR
+        assert n["original_trajectory_excess"] == pytest.approx(n["logged_trajectory_excess"])
+        assert n["original_trajectory_excess"] < n["noise_allowance"]
+        assert len(n["counterfactual_loss"]) == len(n["steps"])
+    assert rows["stale_beta2"][1]["run_beta2"] == 0.999  # read from the restored optimizer
+    lr = rows["lr_too_high"][1]
+    assert lr["lr_scaled"] == "the logged LR"
+    assert lr["counterfactual_lr"] == pytest.approx([0.5 * x for x in lr["lr"]])
+
+
+def test_lr_jump_is_what_halving_the_lr_removes(tmp_path: Path) -> None:
+    """A clean run whose (custom) schedule multiplies the LR by 100 at step 50 only: replay
+    follows the logged LR, reproduces the spike at 51, and halving the LR removes most of
+    the loss the updates added; rare tokens and beta2 are refuted. Halving a 100x jump still
+    leaves a 50x update, so lr_too_high stays inconclusive (the bundled rule also asks the
+    updates to come back near their pre-spike size) instead of confirmed."""
+    run = build_lr_jump_run(tmp_path, steps=60, save_every=20, jump=50, factor=100.0)
+    _analyze(run, tmp_path / "dataset", tmp_path / "out", "--no-report")
+    rows = _replays(tmp_path / "out" / "forensics.duckdb")
+    repro = rows["reproduce"][1]
+    assert rows["reproduce"][0] == "confirmed" and repro["offending_step"] == 51
+    assert repro["replayed_loss"] == pytest.approx(repro["logged_loss"], rel=1e-6)
+    verdict, n, detail = rows["lr_too_high"]
+    assert n["lr"][n["steps"].index(50)] == pytest.approx(100 * 3e-3)
+    assert n["original_trajectory_excess"] > 10 * n["noise_allowance"]
+    assert n["kept"] < 0.25, detail  # halving the LR removes over 3/4 of the added loss
+    assert n["counterfactual_max_update_norm"] < 0.6 * n["original_max_update_norm"]
+    assert verdict == "inconclusive" and "not the update blow-up" in detail
+    assert rows["stale_beta2"][0] == "refuted" and rows["rare_tokens"][0] == "refuted"
 
 
 def _copy_run(src: Path, dst: Path) -> Path:
