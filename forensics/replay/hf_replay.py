@@ -109,7 +109,8 @@ class HFRun:
                               "source": [f"replay:{self.sources.dataset}"] * nz.size})  # fmt: skip
         self.store.insert_frame("token_counts", frame)
         self.data.token_counts = counts.astype(np.float64)
-        return Freq(self.data.token_counts, f"unigram counts of {self.sources.dataset}")
+        name = Path(str(self.sources.dataset)).name
+        return Freq(self.data.token_counts, f"unigram counts of the dataset {name}")
 
     def tokenizer_paths(self) -> list[Path]:
         paths = [self.sources.tokenizer] if self.sources.tokenizer else []

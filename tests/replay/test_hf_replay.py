@@ -87,6 +87,26 @@ def test_analyze_replays_the_spike_through_the_runs_own_model(analysis: dict[str
     assert "tier 3 ran" in analysis["text"]
 
 
+def test_postmortem_shows_the_decoded_batch(analysis: dict[str, Any]) -> None:
+    """The Evidence section names the rows replay decoded, as stored; the page stays short
+    and consistent with the store."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
+    from consistency import check_report
+
+    text = (analysis["out"] / "postmortems" / "spike-01.md").read_text(encoding="utf-8")
+    stored = _replays(analysis["db"])["data_corruption"][1]
+    evidence = text.split("## Evidence")[1].split("## Classification")[0]
+    assert f"**What the offending batch held** at step {RARE_STEP} (" in evidence
+    for row, words in zip(stored["excerpt_rows"], stored["excerpts"], strict=True):
+        assert f"- row {row}: `{words}`" in evidence
+    assert len(text.split("<details>")[0].splitlines()) <= 120
+    with open_store(analysis["db"]) as store:
+        run_id = store.query("SELECT run_id FROM runs").item()
+        assert check_report(analysis["out"], store, run_id) == []
+
+
 def test_optimizer_counterfactuals_refute_a_rare_batch(analysis: dict[str, Any]) -> None:
     """beta2 and the LR are sane here: the counterfactuals re-run the run's own Trainer from
     checkpoint-100 with beta2 = 0.95 / half the LR, and find no loss the updates added."""
