@@ -23,7 +23,7 @@ import torch
 from forensics.sim.model import NanoGPT, NanoGPTConfig
 
 B, T, GA = 8, 32, 1
-VOCAB, COMMON = 128, 96  # ids >= COMMON only in the injected batch
+VOCAB, COMMON = 256, 96  # ids >= COMMON only in the injected batch
 ITERS, CKPT_ITER, RARE_ITER = 80, 40, 55
 CONFIG: dict[str, Any] = {
     "out_dir": "out", "eval_interval": CKPT_ITER, "log_interval": 1, "eval_iters": 10,
@@ -37,16 +37,16 @@ CONFIG: dict[str, Any] = {
 
 
 def stream(seed: int = 3) -> np.ndarray:
-    """A learnable token stream (each id mostly followed by one of three successors) with one
+    """A learnable token stream (each id mostly followed by one of two successors) with one
     injected batch of rare ids at RARE_ITER (rows 0-3 of its B rows)."""
     rng = np.random.default_rng(seed)
-    succ = rng.integers(0, COMMON, size=(COMMON, 3))
+    succ = rng.integers(0, COMMON, size=(COMMON, 2))
     n = (ITERS * GA + 1) * B * T + 1  # train.py prefetches one batch past the last iteration
     out = np.empty(n, dtype=np.uint16)
     w = 0
     for i in range(n):
         out[i] = w
-        w = int(succ[w, rng.integers(0, 3)]) if rng.random() < 0.9 else int(rng.integers(COMMON))
+        w = int(succ[w, rng.integers(0, 2)]) if rng.random() < 0.95 else int(rng.integers(COMMON))
     start = RARE_ITER * GA * B * T
     out[start : start + (B // 2) * T] = rng.integers(COMMON, VOCAB, size=(B // 2) * T)
     return out
