@@ -109,6 +109,7 @@ def rerun(
     *,
     logged_lr: dict[int, float] | None = None,
     change: Change | None = None,
+    collator: Any = None,
 ) -> Rerun:
     """Resume the run from `ckpt` with its own Trainer and re-run steps ckpt_step+1..end.
 
@@ -130,7 +131,8 @@ def rerun(
     with tempfile.TemporaryDirectory(prefix="forensics-replay-") as tmp:
         local = _local_args(args, tmp, cpu=device.type == "cpu")
         trainer = Trainer(model=model, args=local, train_dataset=dataset,
-                          data_collator=default_data_collator, callbacks=[watch])  # fmt: skip
+                          data_collator=collator or default_data_collator,
+                          callbacks=[watch])  # fmt: skip
         trainer.remove_callback(PrinterCallback)  # the re-run's logs go to `rows`, not stdout
         try:
             trainer.train(resume_from_checkpoint=str(ckpt))

@@ -29,6 +29,7 @@ from forensics.replay.hf_data import (
     index_steps,
     load_dataset,
     load_training_args,
+    run_collator,
     unigram_counts,
 )
 from forensics.replay.hf_model import (
@@ -75,6 +76,7 @@ class HFRun:
         self.index: StepIndex | None = None
         self.dataset: Any = None
         self.args: Any = None
+        self.collator: Any = None
         self.freq: Freq | None = None
         try:
             self._load()
@@ -89,7 +91,9 @@ class HFRun:
         self.args = load_training_args(Path(self.ckpts[-1].path) / "training_args.bin")
         self.dataset = load_dataset(self.sources.dataset)
         last = max(self.data.steps_logged("loss"), default=0)
-        self.index = index_steps(self.args, self.dataset, last)
+        folders = [Path(c.path) for c in reversed(self.ckpts)]
+        self.collator = run_collator(self.dataset, [*folders, folders[0].parent])
+        self.index = index_steps(self.args, self.dataset, last, self.collator)
         seq, src = len(self.dataset[0]["input_ids"]), str(self.sources.dataset)
         for step, micro in self.index.steps.items():  # the plan picks controls among these
             self.data.records[step] = [
@@ -158,7 +162,7 @@ def replay_hf_incident(
         s.plan.start = ckpt.step  # the counterfactual window starts at the checkpoint
         lrs = run.logged_lr()
         re = rerun(Path(ckpt.path), ckpt.step, run.args, run.dataset, s.plan.offending, end,
-                   device, logged_lr=lrs)  # fmt: skip
+                   device, logged_lr=lrs, collator=run.collator)  # fmt: skip
         s.rows = {t: r for t, r in re.rows.items() if "loss" in r}
         s.replayer = HFReplayer(run, ckpt, s, re.beta2, "the logged LR" if lrs else "the schedule")
         results += [reproduce(s, re.wall_s), hardware(s)]
@@ -234,7 +238,7 @@ class HFReplayer:
         s, run = self.s, self.run
         re = rerun(Path(self.ckpt.path), self.ckpt.step, run.args, run.dataset, s.plan.offending,
                    s.plan.end, s.device, logged_lr=run.logged_lr(),
-                   change=Change(beta2, lr_factor, reset_at))  # fmt: skip
+                   change=Change(beta2, lr_factor, reset_at), collator=run.collator)  # fmt: skip
         return {t: r for t, r in re.rows.items() if "loss" in r}
 
     @torch.no_grad()

@@ -116,15 +116,17 @@ def training_args(out: Path, steps: int = STEPS, save_every: int = SAVE_EVERY) -
 
 
 class Recorder:
-    """Wraps the collator: keeps the input_ids of every micro-batch the Trainer fed."""
+    """Wraps the collator: keeps the input_ids (and labels) of every micro-batch it fed."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.batches: list[list[list[int]]] = []
+        self.labels: list[list[list[int]]] = []
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         out = self.inner(features)
         self.batches.append(out["input_ids"].tolist())
+        self.labels.append(out["labels"].tolist() if "labels" in out else [])
         return out
 
 
@@ -170,6 +172,31 @@ def build_hf_run(root: Path) -> dict[str, Any]:
         "fed": {i + 1: b for i, b in enumerate(recorder.batches)},
         "rare_rows": rare_rows,
     }
+
+
+def build_lm_collator_run(root: Path, steps: int, save_every: int) -> dict[str, Any]:
+    """A run whose dataset has input_ids only (every third row 5 words short) and whose labels
+    come from `DataCollatorForLanguageModeling(tokenizer, mlm=False)` (pads -> -100), the
+    common causal-LM recipe; the tokenizer is saved in each checkpoint (processing_class)."""
+    from datasets import Dataset
+    from transformers import DataCollatorForLanguageModeling, Trainer
+
+    out = root / "run"
+    out.mkdir(parents=True)
+    tokenizer = build_tokenizer(out)
+    texts = _corpus(steps * BATCH, np.random.default_rng(SEED))
+    texts = [" ".join(t.split()[:-5]) if i % 3 == 0 else t for i, t in enumerate(texts)]
+    ds = Dataset.from_dict({"input_ids": [tokenizer(t)["input_ids"] for t in texts]})
+    ds.save_to_disk(str(root / "dataset"))
+    recorder = Recorder(DataCollatorForLanguageModeling(tokenizer=tokenizer, mlm=False))
+    args = training_args(out, steps, save_every)
+    trainer = Trainer(model=tiny_model(len(_vocab())), args=args, train_dataset=ds,
+                      data_collator=recorder, processing_class=tokenizer)  # fmt: skip
+    trainer.train()
+    trainer.save_state()
+    pairs = zip(recorder.batches, recorder.labels, strict=True)
+    fed = {i + 1: (b, lab) for i, (b, lab) in enumerate(pairs)}
+    return {"out": out, "dataset": root / "dataset", "fed": fed}
 
 
 def build_lr_jump_run(root: Path, steps: int, save_every: int, jump: int, factor: float) -> Path:

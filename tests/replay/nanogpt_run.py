@@ -14,6 +14,7 @@ RARE_ITER's batch are token ids that appear nowhere else in the stream.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ def build_nanogpt_run(root: Path) -> dict[str, Any]:
         return span[:-1].view(B, T), span[1:].view(B, T)
 
     lines, losses = [], {}
+    t0 = time.perf_counter()
     x, y = get_batch()
     for it in range(ITERS):
         lr = get_lr(it)
@@ -112,5 +114,6 @@ def build_nanogpt_run(root: Path) -> dict[str, Any]:
         lossf = loss.item() * GA
         losses[it] = lossf
         lines.append(f"iter {it}: loss {lossf:.4f}, time 12.34ms, mfu -100.00%")
+    train_s = time.perf_counter() - t0
     (run / "train.log").write_text("\n".join(lines) + "\n")
-    return {"run": run, "shard": run / "train.bin", "losses": losses}
+    return {"run": run, "shard": run / "train.bin", "losses": losses, "train_s": train_s}

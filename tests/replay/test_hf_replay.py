@@ -21,7 +21,13 @@ from typer.testing import CliRunner
 
 pytest.importorskip("transformers", reason="the [hf] extra is not installed")
 
-from hf_run import RARE_STEP, STEPS, build_hf_run, build_lr_jump_run  # noqa: E402
+from hf_run import (  # noqa: E402
+    RARE_STEP,
+    STEPS,
+    build_hf_run,
+    build_lm_collator_run,
+    build_lr_jump_run,
+)
 
 from forensics.cli import app  # noqa: E402
 from forensics.store import open_store  # noqa: E402
@@ -197,3 +203,35 @@ def test_missing_dataset_gives_one_line_per_probe(analysis: dict[str, Any], tmp_
     rows = _replays(db)
     assert len(rows) == 7
     assert all(d.startswith("not run: batches not rebuilt") for _, _, d in rows.values())
+
+
+def test_lm_collator_run_is_rebuilt_and_reproduced(tmp_path: Path) -> None:
+    """A dataset without labels was fed through DataCollatorForLanguageModeling(mlm=False):
+    replay infers that collator, rebuilds it with the checkpoint's tokenizer, gives the ids and
+    the -100 pad labels the Trainer fed, and the resumed re-run reproduces the logged losses."""
+    from forensics.replay.hf_data import (
+        DataUnavailable,
+        index_steps,
+        load_dataset,
+        load_training_args,
+        run_collator,
+    )
+    from forensics.replay.hf_model import rerun
+
+    info = build_lm_collator_run(tmp_path, steps=20, save_every=10)
+    ckpt = info["out"] / "checkpoint-10"
+    args = load_training_args(ckpt / "training_args.bin")
+    ds = load_dataset(info["dataset"])
+    collator = run_collator(ds, [ckpt])
+    assert type(collator).__name__ == "DataCollatorForLanguageModeling"
+    index = index_steps(args, ds, 20, collator)
+    for step, (ids, labels) in info["fed"].items():
+        batch = index.batch(step)[0]
+        assert batch["input_ids"].tolist() == ids and batch["labels"].tolist() == labels, step
+    assert any(-100 in row for _, labels in info["fed"].values() for row in labels)
+    re = rerun(ckpt, 10, args, ds, 15, 20, torch.device("cpu"), collator=collator)
+    state = json.loads((info["out"] / "trainer_state.json").read_text())
+    logged = {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
+    assert [re.rows[t]["loss"] for t in range(11, 21)] == [logged[t] for t in range(11, 21)]
+    with pytest.raises(DataUnavailable, match="no labels column"):
+        run_collator(ds, [tmp_path / "nowhere"])
