@@ -9,7 +9,14 @@ on the same model and data (`train_runtime` in its log) --
   and its ratio to the original training's tokens/s;
 - the whole incident's replay wall time (batches rebuilt, re-run, every probe);
 - the reproduction error |replayed - logged| loss at the offending step;
-- the bundled judge's training tokens/s (tier 2, its CPU or GPU preset).
+- the optimizer counterfactuals' wall time (beta2 = 0.95 and half the LR: each one more
+  resumed re-run of the same window) against the original re-run's;
+- the bundled judge's training tokens/s (tier 2, its CPU or GPU preset);
+- a nanoGPT run (tests/replay/nanogpt_run.py: train.py's loop, ckpt.pt, a sequential
+  train.bin) replayed through its own checkpoint: re-run tokens/s against the original
+  training loop's, measured in the same process;
+- with CUDA: the bundled `small` preset's training tokens/s and MFU (bench/train_throughput.py
+  `bench_small`, bf16, 16 x 512 tokens, against the GPU's dense bf16 peak).
 
 Usage: python bench/replay_hf.py [--device auto|cpu|cuda] [--keep DIR]
 """
@@ -25,6 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "replay"))
+sys.path.insert(0, str(REPO / "bench"))
 
 
 def main() -> None:
@@ -84,10 +92,46 @@ def main() -> None:
     print(f"{'judge training tokens/s (tier 2)':<44}{judge_tps:>14,.0f}"
           f"{train_tps:>14,.0f}{judge_tps / train_tps:>8.2f}")  # fmt: skip
     print(f"{'judge wall s':<44}{judge_s:>14.2f}")
+    for r in rows:
+        if r.probe in ("stale_beta2", "lr_too_high") and r.wall_s is not None:
+            print(f"{r.probe + ' counterfactual wall s':<44}{r.wall_s:>14.2f}"
+                  f"{repro.wall_s:>14.2f}{r.wall_s / float(repro.wall_s or 1):>8.2f}")  # fmt: skip
     verdicts = {r.probe: r.verdict for r in rows}
     print("verdicts:", ", ".join(f"{k}={v}" for k, v in verdicts.items()))
-    if device.type != "cuda":
+    nanogpt(root / "nanogpt", ns.device)
+    if device.type == "cuda":
+        from train_throughput import bench_small
+
+        bench_small("cuda", 100)
+    else:
         print("no CUDA device: GPU figures (and the bundled `small` preset's MFU) not measured")
+
+
+def nanogpt(root: Path, device: str) -> None:
+    """Replay of the nanoGPT test run through its ckpt.pt, against its training loop."""
+    from nanogpt_run import GA, ITERS, B, T, build_nanogpt_run
+
+    from forensics.analyze import AnalyzeOptions, analyze
+    from forensics.replay.runner import replay_run
+    from forensics.replay.sources import Sources
+    from forensics.store import open_store
+
+    info = build_nanogpt_run(root)
+    train_tps = ITERS * GA * B * T / info["train_s"]
+    result = analyze(info["run"], root / "out", options=AnalyzeOptions(replay=False, report=False))
+    src = Sources(shards=[info["shard"]], loader="llmc", batch_size=B, seq_len=T, grad_accum=GA)
+    with open_store(result.db) as store:
+        t0 = time.perf_counter()
+        rows = replay_run(store, result.run_id, device=device, sources=src)
+        replay_s = time.perf_counter() - t0
+    repro = next(r for r in rows if r.probe == "reproduce")
+    steps = int(repro.numbers.get("steps_replayed") or 0)
+    tps = steps * GA * B * T / float(repro.wall_s or float("nan"))
+    print(f"{'nanoGPT re-run tokens/s (ckpt.pt, tier 3)':<44}{tps:>14,.0f}"
+          f"{train_tps:>14,.0f}{tps / train_tps:>8.2f}")  # fmt: skip
+    print(f"{'  reference: its train.py loop tokens/s':<44}")
+    print(f"{'nanoGPT whole incident replay wall s':<44}{replay_s:>14.2f}")
+    print("nanoGPT verdicts:", ", ".join(f"{r.probe}={r.verdict}" for r in rows))
 
 
 if __name__ == "__main__":

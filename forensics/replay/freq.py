@@ -39,6 +39,12 @@ class Freq:
         return order[mass <= RARE_MASS].astype(np.int64)
 
 
+def short(path: Path) -> str:
+    """A path as stored for the report: its folder and name (the analysing machine's absolute
+    paths mean nothing to the team that reads the post-mortem)."""
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
 def train_freq(data: RunData, shard_hint: str | None) -> Freq | None:
     """Counts from the store, else from a sample of `shard_hint`; None when neither exists."""
     if data.token_counts is not None:
@@ -50,4 +56,4 @@ def train_freq(data: RunData, shard_hint: str | None) -> Freq | None:
     except (ReplayError, OSError, ValueError):
         return None
     sample = np.asarray(shard[: min(shard.size, TRAIN_SAMPLE)], dtype=np.int64)
-    return Freq(np.bincount(sample).astype(np.float64), f"sample of {shard_hint}")
+    return Freq(np.bincount(sample).astype(np.float64), f"sample of {short(Path(shard_hint))}")

@@ -10,11 +10,20 @@ to the wanted optimizer steps: each step takes `gradient_accumulation_steps` mic
 Only the wanted steps' rows are fetched and collated, so reaching step N costs N sampler draws,
 not N collations.
 
-Limits (said in the detail when hit): the collator is transformers' `default_data_collator`
-(the run's own collator object is not saved with the run), so the dataset must be
-pre-tokenized (`input_ids`, optionally `labels` and `attention_mask`); one process only
-(world size 1); and `training_args.bin` is a pickle, loaded with `weights_only=False`, so it
-must be the user's own file.
+The run's collator object is not saved with the run, so it is inferred from the dataset
+(`run_collator`): a dataset with a `labels` column was fed through `default_data_collator`
+(the Trainer's choice without a tokenizer; with rows of one length it is also what
+`DataCollatorWithPadding` gives); a dataset without one cannot have trained a causal LM through
+`default_data_collator` (no labels, no loss), so its labels were made by the collator:
+`DataCollatorForLanguageModeling(tokenizer, mlm=False)` (labels = input_ids, pad -> -100),
+rebuilt with the tokenizer the Trainer saved in `checkpoint-N/`. Any other collator (custom
+masking, packing with position ids, MLM) is not reproduced; the `reproduce` row then shows the
+mismatch.
+
+Limits (said in the detail when hit): the dataset must be pre-tokenized (`input_ids`,
+optionally `labels` and `attention_mask`) with rows of one length; one process only (world size
+1); and `training_args.bin` is a pickle, loaded with `weights_only=False`, so it must be the
+user's own file.
 """
 
 from __future__ import annotations
@@ -86,7 +95,33 @@ def load_dataset(path: Path | None) -> Any:
     return ds
 
 
-def data_trainer(args: Any, dataset: Any, model: nn.Module | None = None) -> Any:
+def run_collator(dataset: Any, tokenizer_dirs: list[Path]) -> Any:
+    """The collator the run fed its batches through, inferred from the dataset (module doc)."""
+    from transformers import default_data_collator
+
+    if "labels" in getattr(dataset, "column_names", []):
+        return default_data_collator
+    from transformers import AutoTokenizer, DataCollatorForLanguageModeling
+
+    for folder in tokenizer_dirs:
+        if (folder / "tokenizer_config.json").is_file() or (folder / "tokenizer.json").is_file():
+            try:
+                tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            except Exception:  # a broken or foreign tokenizer: try the next folder
+                continue
+            if tok.pad_token is None:  # the collator pads with it; causal LMs often have none
+                tok.pad_token = tok.eos_token
+            return DataCollatorForLanguageModeling(tokenizer=tok, mlm=False)
+    raise DataUnavailable(
+        "the dataset has no labels column, so the run made them in its collator (taken to be "
+        "DataCollatorForLanguageModeling(mlm=False)), which needs the run's tokenizer: none "
+        "saved in its checkpoint-N/ folders (pass processing_class to the Trainer)"
+    )
+
+
+def data_trainer(
+    args: Any, dataset: Any, model: nn.Module | None = None, collator: Any = None
+) -> Any:
     """A Trainer with the run's arguments on this machine's CPU, saving and reporting nothing."""
     import transformers
     from transformers import Trainer, default_data_collator
@@ -94,7 +129,7 @@ def data_trainer(args: Any, dataset: Any, model: nn.Module | None = None) -> Any
     transformers.logging.set_verbosity_error()
     args = _local_args(args, "/tmp/forensics-replay-unused", cpu=True)
     return Trainer(model=model or _Dummy(), args=args, train_dataset=dataset,
-                   data_collator=default_data_collator)  # fmt: skip
+                   data_collator=collator or default_data_collator)  # fmt: skip
 
 
 def _local_args(args: Any, out: str, cpu: bool) -> Any:
@@ -127,9 +162,9 @@ class StepIndex:
         return np.concatenate([b["input_ids"].numpy() for b in self.batch(step)]).astype(np.int64)
 
 
-def index_steps(args: Any, dataset: Any, until: int) -> StepIndex:
+def index_steps(args: Any, dataset: Any, until: int, collator: Any = None) -> StepIndex:
     """Rows of every optimizer step 1..until, from the Trainer's own dataloader and sampler."""
-    trainer = data_trainer(args, dataset)
+    trainer = data_trainer(args, dataset, collator=collator)
     dl = trainer.get_train_dataloader()
     ga = max(1, int(args.gradient_accumulation_steps))
     micro = len(dl)

@@ -77,12 +77,25 @@ def load_model(path: Path, device: torch.device) -> nn.Module:
 
 @dataclass
 class Rerun:
-    """What the re-run produced: logged rows by step and the model before the offending step."""
+    """What the re-run produced: per-step rows (loss, grad norm, the LR the step used and the
+    norm of its update) and the model before the offending step."""
 
     rows: dict[int, dict[str, Any]] = field(default_factory=dict)
     pre: nn.Module | None = None
     start_step: int = 0
     wall_s: float = 0.0
+    beta2: float | None = None  # the run's AdamW beta2, as restored from optimizer.pt
+    lr_source: str = "scheduler"  # where the steps' LR came from: "log" or "scheduler"
+
+
+@dataclass
+class Change:
+    """A counterfactual: beta2 from the first re-run step on, the LR scaled by `lr_factor`,
+    and Adam's second moment raised to the squared gradient at step `reset_at`."""
+
+    beta2: float | None = None
+    lr_factor: float = 1.0
+    reset_at: int | None = None
 
 
 def rerun(
@@ -93,43 +106,33 @@ def rerun(
     offending: int,
     end: int,
     device: torch.device,
+    *,
+    logged_lr: dict[int, float] | None = None,
+    change: Change | None = None,
+    collator: Any = None,
 ) -> Rerun:
-    """Resume the run from `ckpt` with its own Trainer and re-run steps ckpt_step+1..end."""
+    """Resume the run from `ckpt` with its own Trainer and re-run steps ckpt_step+1..end.
+
+    Each step uses the LR the run logged for it (`logged_lr`) when there is one: a custom
+    scheduler passed to the Trainer (`optimizers=`) is not in training_args.bin, and its
+    rebuilt stand-in would replay another schedule. `change` makes it a counterfactual."""
     import time
 
     import transformers
-    from transformers import Trainer, TrainerCallback, default_data_collator
+    from transformers import Trainer, default_data_collator
     from transformers.trainer_callback import PrinterCallback
 
     check_checkpoint(ckpt)
     transformers.logging.set_verbosity_error()
     model = load_model(ckpt, device)
     out = Rerun(start_step=ckpt_step)
-
-    class Watch(TrainerCallback):  # type: ignore[misc]
-        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.global_step == offending - 1 and out.pre is None:
-                out.pre = copy.deepcopy(kwargs["model"]).eval()
-
-        def on_log(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            logs = kwargs.get("logs")
-            if logs and "loss" in logs:
-                gn = logs.get("grad_norm")
-                out.rows[state.global_step] = {
-                    "step": state.global_step,
-                    "loss": float(logs["loss"]),
-                    "grad_norm": math.nan if gn is None else float(gn),
-                }
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if state.global_step >= end:
-                control.should_training_stop = True
-
+    watch = _watch_class()(out, offending, end, logged_lr or {}, change or Change(), change is None)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="forensics-replay-") as tmp:
         local = _local_args(args, tmp, cpu=device.type == "cpu")
         trainer = Trainer(model=model, args=local, train_dataset=dataset,
-                          data_collator=default_data_collator, callbacks=[Watch()])  # fmt: skip
+                          data_collator=collator or default_data_collator,
+                          callbacks=[watch])  # fmt: skip
         trainer.remove_callback(PrinterCallback)  # the re-run's logs go to `rows`, not stdout
         try:
             trainer.train(resume_from_checkpoint=str(ckpt))
@@ -139,9 +142,91 @@ def rerun(
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise StateUnavailable(f"the Trainer cannot resume from {ckpt} ({first})") from exc
     out.wall_s = time.perf_counter() - t0
-    if out.pre is None:
+    if change is None and out.pre is None:
         raise StateUnavailable(f"the re-run from {ckpt} never reached step {offending}")
     return out
+
+
+def _inner(optimizer: Any) -> torch.optim.Optimizer:
+    """The torch optimizer under accelerate's wrapper."""
+    return getattr(optimizer, "optimizer", optimizer)  # type: ignore[no-any-return]
+
+
+def _watch_class() -> type:
+    """The re-run's TrainerCallback (defined here: transformers is imported only when used)."""
+    from transformers import TrainerCallback
+
+    class Watch(TrainerCallback):  # type: ignore[misc]
+        """Keeps the re-run's rows, the pre-offending model, and applies a counterfactual."""
+
+        def __init__(self, out: Rerun, offending: int, end: int, logged_lr: dict[int, float],
+                     change: Change, keep_pre: bool) -> None:  # fmt: skip
+            self.out, self.offending, self.end, self.logged_lr = out, offending, end, logged_lr
+            self.change, self.keep_pre = change, keep_pre
+            self.before: list[torch.Tensor] = []
+            self.lr = math.nan
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            opt = _inner(kw["optimizer"])
+            if self.out.beta2 is None:
+                self.out.beta2 = float(opt.param_groups[0]["betas"][1])
+                if self.change.beta2 is not None:
+                    for g in opt.param_groups:
+                        g["betas"] = (g["betas"][0], self.change.beta2)
+            if self.keep_pre and state.global_step == self.offending - 1 and self.out.pre is None:
+                self.out.pre = copy.deepcopy(kw["model"]).eval()
+
+        def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            step, opt = state.global_step + 1, _inner(kw["optimizer"])
+            lr = self.logged_lr.get(step)
+            if lr is not None and opt.param_groups[0]["lr"] > 0:  # the logged LR, groups in ratio
+                ratio = lr / float(opt.param_groups[0]["lr"])
+                for g in opt.param_groups:
+                    g["lr"] = float(g["lr"]) * ratio
+                self.out.lr_source = "log"
+            for g in opt.param_groups:
+                g["lr"] = float(g["lr"]) * self.change.lr_factor
+            if self.change.reset_at == step:
+                from forensics.replay.probes.counterfactual import raise_second_moment
+
+                grads = {
+                    p: p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None
+                }
+                raise_second_moment(opt, grads, 1.0)
+            self.lr = float(opt.param_groups[0]["lr"])
+            self.before = [p.detach().clone() for p in kw["model"].parameters()]
+
+        @torch.no_grad()
+        def on_optimizer_step(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            step = state.global_step + 1
+            deltas = [
+                (p.detach() - b).float().norm()
+                for p, b in zip(kw["model"].parameters(), self.before, strict=True)
+            ]
+            norm = float(torch.linalg.vector_norm(torch.stack(deltas))) if deltas else 0.0
+            self.before = []
+            row = self.out.rows.setdefault(step, {"step": step})
+            row |= {"update_norm": norm, "lr": self.lr}
+            opt = _inner(kw["optimizer"])
+            if self.change.lr_factor != 1.0:  # undo, so the scheduler's own arithmetic is untouched
+                for g in opt.param_groups:
+                    g["lr"] = float(g["lr"]) / self.change.lr_factor
+
+        def on_log(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            logs = kw.get("logs")
+            if logs and "loss" in logs:
+                gn = logs.get("grad_norm")
+                row = self.out.rows.setdefault(state.global_step, {"step": state.global_step})
+                row |= {
+                    "loss": float(logs["loss"]),
+                    "grad_norm": math.nan if gn is None else float(gn),
+                }
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if state.global_step >= self.end:
+                control.should_training_stop = True
+
+    return Watch
 
 
 class CausalLMProbe(nn.Module):

@@ -29,19 +29,22 @@ from forensics.replay.hf_data import (
     index_steps,
     load_dataset,
     load_training_args,
+    run_collator,
     unigram_counts,
 )
 from forensics.replay.hf_model import (
     CausalLMProbe,
+    Change,
     is_hf_checkpoint,
     layer_trace,
+    load_model,
     probe_batch,
     rerun,
 )
-from forensics.replay.measure import Batch
+from forensics.replay.measure import Batch, token_losses
 from forensics.replay.plan import excess, make_plan
 from forensics.replay.probes import data_corruption as dc
-from forensics.replay.probes import rare_tokens
+from forensics.replay.probes import optimizer, rare_tokens
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.reproduce import hardware, reproduce
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
@@ -53,10 +56,6 @@ from forensics.store.db import Store
 
 STATE_PROBES = (("rare_tokens", "rare_tokens"), ("overflow", "fp16_overflow"),
                 ("stale_beta2", "stale_beta2"), ("lr_too_high", "lr_too_high"))  # fmt: skip
-NO_COUNTERFACTUAL = (
-    "not run: optimizer counterfactuals re-train the bundled model only; for a Hugging Face "
-    "model they are not implemented yet"
-)
 
 
 def hf_checkpoints(data: RunData) -> list[Checkpoint]:
@@ -77,6 +76,7 @@ class HFRun:
         self.index: StepIndex | None = None
         self.dataset: Any = None
         self.args: Any = None
+        self.collator: Any = None
         self.freq: Freq | None = None
         try:
             self._load()
@@ -91,7 +91,9 @@ class HFRun:
         self.args = load_training_args(Path(self.ckpts[-1].path) / "training_args.bin")
         self.dataset = load_dataset(self.sources.dataset)
         last = max(self.data.steps_logged("loss"), default=0)
-        self.index = index_steps(self.args, self.dataset, last)
+        folders = [Path(c.path) for c in reversed(self.ckpts)]
+        self.collator = run_collator(self.dataset, [*folders, folders[0].parent])
+        self.index = index_steps(self.args, self.dataset, last, self.collator)
         seq, src = len(self.dataset[0]["input_ids"]), str(self.sources.dataset)
         for step, micro in self.index.steps.items():  # the plan picks controls among these
             self.data.records[step] = [
@@ -111,7 +113,8 @@ class HFRun:
                               "source": [f"replay:{self.sources.dataset}"] * nz.size})  # fmt: skip
         self.store.insert_frame("token_counts", frame)
         self.data.token_counts = counts.astype(np.float64)
-        return Freq(self.data.token_counts, f"unigram counts of {self.sources.dataset}")
+        name = Path(str(self.sources.dataset)).name
+        return Freq(self.data.token_counts, f"unigram counts of the dataset {name}")
 
     def tokenizer_paths(self) -> list[Path]:
         paths = [self.sources.tokenizer] if self.sources.tokenizer else []
@@ -119,6 +122,13 @@ class HFRun:
         if self.ckpts:
             paths.append(Path(self.ckpts[-1].path).parent / "tokenizer.json")
         return [p for p in paths if p is not None]
+
+    def logged_lr(self) -> dict[int, float]:
+        """The LR the run logged at each step (the HF log's `learning_rate`)."""
+        for name in ("learning_rate", "lr"):
+            if self.data.logged.get(name):
+                return dict(self.data.logged[name])
+        return {}
 
     def vocab(self) -> int | None:
         import json
@@ -149,8 +159,12 @@ def replay_hf_incident(
         while end < s.plan.end and end + 1 in data.logged.get("loss", {}):
             end += 1
         s.plan.end = end
-        re = rerun(Path(ckpt.path), ckpt.step, run.args, run.dataset, s.plan.offending, end, device)
-        s.rows = re.rows
+        s.plan.start = ckpt.step  # the counterfactual window starts at the checkpoint
+        lrs = run.logged_lr()
+        re = rerun(Path(ckpt.path), ckpt.step, run.args, run.dataset, s.plan.offending, end,
+                   device, logged_lr=lrs, collator=run.collator)  # fmt: skip
+        s.rows = {t: r for t, r in re.rows.items() if "loss" in r}
+        s.replayer = HFReplayer(run, ckpt, s, re.beta2, "the logged LR" if lrs else "the schedule")
         results += [reproduce(s, re.wall_s), hardware(s)]
         pre: torch.nn.Module | None = re.pre
     except StateUnavailable as exc:
@@ -203,8 +217,38 @@ def _state_probes(
         } | numbers
         out.append(s.result("rare_tokens", "rare_tokens", verdict, numbers, detail))
     out.append(_overflow(run, s, pre, off))
-    out += [s.result(p, h, INCONCLUSIVE, {}, NO_COUNTERFACTUAL) for p, h in STATE_PROBES[2:]]
+    out += [optimizer.stale_beta2(s), optimizer.lr_too_high(s)]
     return out
+
+
+class HFReplayer:
+    """The optimizer counterfactuals through the run's own Trainer: resumed from the same
+    checkpoint on the same rebuilt batches, with AdamW's beta2 changed (set in the restored
+    optimizer's groups, since optimizer.pt overrides training_args) or every step's LR scaled
+    (the logged LR when the run logged one, else the restored schedule's)."""
+
+    def __init__(
+        self, run: HFRun, ckpt: Checkpoint, s: Session, beta2: float | None, lr_note: str
+    ) -> None:
+        self.run, self.ckpt, self.s = run, ckpt, s
+        self.beta2, self.lr_note = beta2, lr_note
+        self._start: CausalLMProbe | None = None
+
+    def rerun(self, beta2: float | None, lr_factor: float, reset_at: int | None) -> dict[int, Any]:
+        s, run = self.s, self.run
+        re = rerun(Path(self.ckpt.path), self.ckpt.step, run.args, run.dataset, s.plan.offending,
+                   s.plan.end, s.device, logged_lr=run.logged_lr(),
+                   change=Change(beta2, lr_factor, reset_at), collator=run.collator)  # fmt: skip
+        return {t: r for t, r in re.rows.items() if "loss" in r}
+
+    @torch.no_grad()
+    def cost(self, step: int) -> float:
+        if self._start is None:
+            vocab = self.run.vocab() or 0
+            self._start = CausalLMProbe(load_model(Path(self.ckpt.path), self.s.device), vocab)
+        assert self.run.index is not None
+        batch = probe_batch(self.run.index.batch(step), self.s.device)
+        return float(token_losses(self._start, batch).mean())  # type: ignore[arg-type]
 
 
 def _overflow(run: HFRun, s: Session, pre: torch.nn.Module, off: Batch) -> ReplayResult:

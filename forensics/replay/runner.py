@@ -83,13 +83,19 @@ def replay_run(
         # only on request: a guessed loader would silently replay batches the run never saw
         data = _with_loader_records(store, data, src)
     if data.incidents and not data.records and not data.missing_spans:
+        from forensics.replay.nanogpt import RANDOM_GET_BATCH, has_nanogpt_checkpoint
+
+        if has_nanogpt_checkpoint(data):
+            raise ReplayError(
+                f'run "{run_id}" has a nanoGPT ckpt.pt but no batches: {RANDOM_GET_BATCH}'
+            )
         raise ReplayError(replayable(store, run_id) or f'run "{run_id}" has no batches')
     out: list[ReplayResult] = []
     cache: Cache = {}
     for inc in incidents:
         if progress is not None:
             progress(f"replaying incident {inc.incident_id} of {run_id} on {dev}")
-        rows = replay_incident(data, inc, dev, k, progress, cache, judge=src.judge)
+        rows = replay_incident(data, inc, dev, k, progress, cache, src.judge, src.tokenizer)
         write_results(store, run_id, inc.incident_id, rows)
         out += rows
     apply_verdicts(store, run_id)
@@ -173,8 +179,15 @@ def replay_incident(
     progress: Progress | None = None,
     cache: Cache | None = None,
     judge: bool = True,
+    tokenizer: Path | None = None,
 ) -> list[ReplayResult]:
     s = Session(data, make_plan(data, inc, k), device)
+    if not any(c.reference_model for c in data.checkpoints):
+        from forensics.replay.nanogpt import nanogpt_checkpoint, replay_nanogpt_incident
+
+        nano = nanogpt_checkpoint(data, s.plan.offending)
+        if nano is not None:
+            return replay_nanogpt_incident(s, nano, tokenizer, judge)
     results = [data_corruption.run(s)]
     t0 = time.perf_counter()
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from forensics.replay.freq import Freq
+from forensics.replay.freq import Freq, short
 
 N_ROWS = 3
 MAX_TOKENS = 48
@@ -28,10 +28,10 @@ def load_tokenizer(paths: list[Path]) -> tuple[Any, str | None]:
     for p in paths:
         if p.is_file():
             try:
-                return Tokenizer.from_file(str(p)), str(p)
+                return Tokenizer.from_file(str(p)), short(p)
             except Exception:  # a broken file: try the next one
                 continue
-    looked = ", ".join(str(p) for p in paths) or "nowhere (no --tokenizer, no checkpoint folder)"
+    looked = ", ".join(short(p) for p in paths) or "nowhere (no --tokenizer, no checkpoint folder)"
     return None, f"no tokenizer.json found (looked at {looked})"
 
 
@@ -44,11 +44,18 @@ def excerpts(tokens: np.ndarray, freq: Freq | None, paths: list[Path]) -> dict[s
     if freq is not None:
         score = np.log(freq.prob(tokens.ravel(), vocab)).reshape(tokens.shape).mean(axis=1)
         rows = np.argsort(score, kind="stable")[:N_ROWS]
+        order = "rarest rows first, by mean log unigram probability"
     else:
         rows = np.arange(min(N_ROWS, tokens.shape[0]))
+        order = "the first rows, unranked: no token counts"
     tok, where = load_tokenizer(paths)
     ids = [tokens[int(r), :MAX_TOKENS].tolist() for r in rows]
-    out: dict[str, Any] = {"excerpt_rows": [int(r) for r in rows]}
+    out: dict[str, Any] = {
+        "excerpt_rows": [int(r) for r in rows],
+        "excerpt_order": order,
+        "excerpt_tokens": [len(i) for i in ids],  # tokens shown per row (of `row_tokens`)
+        "row_tokens": int(tokens.shape[1]),
+    }
     if tok is None:
         return out | {"excerpts_note": where, "excerpt_ids": ids}
     return out | {

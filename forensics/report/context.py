@@ -66,6 +66,7 @@ class IncidentView:
     excerpt: list[dict[str, Any]]
     rules: list[tuple[Finding, str]]  # every finding with the title of its cause
     probes: list[tuple[model.Replay, list[tuple[str, str]]]]
+    excerpts: dict[str, Any] | None  # decoded rows of the offending batch, as replay stored
     replay_summary: str
     refuted: list[str]  # titles of the causes replay refuted
     unscreened: str | None  # screen_coverage note when the incident lies in or near it
@@ -191,10 +192,39 @@ def _view(
         excerpt=_excerpt(frame, inc, f, cols),
         rules=[(x, kb.cause(x.cause).title) for x in inc.findings],
         probes=[(r, classify.scalar_numbers(r.numbers)) for r in inc.replays],
+        excerpts=stored_excerpts(inc.replays),
         replay_summary=_replay_summary(inc),
         refuted=classify.refuted_causes(inc, kb),
         unscreened=unscreened_near(inc, screen),
     )
+
+
+def stored_excerpts(replays: list[model.Replay]) -> dict[str, Any] | None:
+    """The excerpts replay's data probe stored (decoded text, or raw ids when it found no
+    tokenizer), picked out of its numbers for the Evidence block; nothing is recomputed."""
+    for r in replays:
+        n = r.numbers
+        texts = n.get("excerpts")
+        raw = texts is None
+        if raw:
+            texts = [" ".join(str(t) for t in ids) for ids in n.get("excerpt_ids") or []]
+        if not texts:
+            continue
+        shown, of = n.get("excerpt_tokens") or [], n.get("row_tokens")
+        rows = [
+            {"row": row, "text": t, "tokens": shown[i] if i < len(shown) else None}
+            for i, (row, t) in enumerate(zip(n.get("excerpt_rows") or [], texts, strict=False))
+        ]
+        how = (
+            f"raw token ids, {str(n.get('excerpts_note') or 'no tokenizer').split(' (looked')[0]}"
+            if raw
+            else f"decoded with {display_path(n['tokenizer'])}"
+            if n.get("tokenizer")
+            else "decoded"
+        )
+        return {"step": n.get("step"), "order": n.get("excerpt_order"), "how": how,
+                "row_tokens": of, "rows": rows}  # fmt: skip
+    return None
 
 
 def unscreened_near(inc: Incident, screen: dict[str, Any] | None) -> str | None:

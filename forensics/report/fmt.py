@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -78,6 +79,36 @@ def code(value: Any) -> str:
     one line, no backtick, pipes escaped for tables. A code span shows `<img>` as text."""
     text = " ".join(str(value).split()).replace("`", "'").replace("|", "\\|")
     return f"`{text}`"
+
+
+EXCERPT_CHARS = 160  # longest excerpt shown in the post-mortem (the rest is counted)
+_SHOWN = {"\n": "⏎", "\t": "⇥"}
+_HIDDEN = ("Cc", "Cf", "Cs", "Co", "Zl", "Zp")  # control, format (bidi, zero-width), ...
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """Decoded training text (untrusted: anything a corpus holds) as one inline code span that
+    shows it as it is and cannot break out: newlines and tabs drawn as ⏎ and ⇥, other control
+    and format characters (bidi overrides, zero-width) as \\uXXXX, cut at `limit` characters
+    (the rest counted), fenced with more backticks than any run inside (a code span shows
+    `<script>`, `**` or `](x)` as text)."""
+    chars = []
+    for ch in str(value):
+        if ch in _SHOWN:
+            chars.append(_SHOWN[ch])
+        elif unicodedata.category(ch) in _HIDDEN:
+            chars.append(f"\\u{ord(ch):04x}")
+        else:
+            chars.append(ch)
+    shown = "".join(chars)
+    rest = ""
+    if len(shown) > limit:
+        rest, shown = f" … (+{plural(len(shown) - limit, 'character')})", shown[:limit]
+    if not shown.strip():
+        return f"(blank: {plural(len(shown), 'character')})"
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", shown)), default=0) + 1)
+    pad = " " if shown[0] in "` " or shown[-1] in "` " else ""
+    return f"{fence}{pad}{shown}{pad}{fence}{rest}"
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]#|!])")
@@ -151,6 +182,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "gpu_hours": gpu_hours,
     "steps_after": steps_after,
     "code": code,
+    "excerpt": excerpt,
     "text": text,
     "utc": utc,
     "cell": cell,

@@ -335,6 +335,8 @@ class NanoAttention(nn.Module):
         self.attn_dropout = nn.Dropout(cfg.dropout)
         self.resid_dropout = nn.Dropout(cfg.dropout)
         self.n_head, self.n_embd, self.dropout = cfg.n_head, cfg.n_embd, cfg.dropout
+        self.record = False  # set by NanoGPT.forward(record=True): keep max_logit
+        self.max_logit = math.nan
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.size()
@@ -342,6 +344,11 @@ class NanoAttention(nn.Module):
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if self.record:  # a side computation: the output below is nanoGPT's, untouched
+            with torch.no_grad():
+                att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))  # (B, nh, T, T)
+                causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+                self.max_logit = float(att.float().masked_fill(~causal, -math.inf).max())
         drop = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=drop, is_causal=True)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
@@ -432,12 +439,15 @@ class NanoGPT(nn.Module):
             tok = tok * self.input_scale
         x = self.transformer["drop"](tok + self.transformer["wpe"](pos))  # (B, T, C)
         norms: list[float] = []
-        for block in self.blocks:
+        attns = [cast(NanoAttention, b.attn) for b in self.blocks]
+        for block, attn in zip(self.blocks, attns, strict=True):
+            attn.record = record
             x = block(x)
             if record:
                 norms.append(float(x.detach().float().norm(dim=-1).mean()))
         if record:
-            self.stats = {"act_norm": norms, "max_attn_logit": [math.nan] * len(norms)}
+            logit_max = [a.max_logit for a in attns]
+            self.stats = {"act_norm": norms, "max_attn_logit": logit_max}
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         if targets is None:
             return logits, None

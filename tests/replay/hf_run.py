@@ -94,18 +94,18 @@ def tiny_model(vocab: int) -> Any:
     return LlamaForCausalLM(cfg)
 
 
-def training_args(out: Path) -> Any:
+def training_args(out: Path, steps: int = STEPS, save_every: int = SAVE_EVERY) -> Any:
     from transformers import TrainingArguments
 
     return TrainingArguments(
         output_dir=str(out),
         per_device_train_batch_size=BATCH,
-        max_steps=STEPS,
+        max_steps=steps,
         learning_rate=3e-3,
         warmup_steps=10,
         weight_decay=0.0,
         logging_steps=1,
-        save_steps=SAVE_EVERY,
+        save_steps=save_every,
         save_strategy="steps",
         report_to="none",
         seed=SEED,
@@ -116,15 +116,17 @@ def training_args(out: Path) -> Any:
 
 
 class Recorder:
-    """Wraps the collator: keeps the input_ids of every micro-batch the Trainer fed."""
+    """Wraps the collator: keeps the input_ids (and labels) of every micro-batch it fed."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.batches: list[list[list[int]]] = []
+        self.labels: list[list[list[int]]] = []
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
         out = self.inner(features)
         self.batches.append(out["input_ids"].tolist())
+        self.labels.append(out["labels"].tolist() if "labels" in out else [])
         return out
 
 
@@ -170,6 +172,62 @@ def build_hf_run(root: Path) -> dict[str, Any]:
         "fed": {i + 1: b for i, b in enumerate(recorder.batches)},
         "rare_rows": rare_rows,
     }
+
+
+def build_lm_collator_run(root: Path, steps: int, save_every: int) -> dict[str, Any]:
+    """A run whose dataset has input_ids only (every third row 5 words short) and whose labels
+    come from `DataCollatorForLanguageModeling(tokenizer, mlm=False)` (pads -> -100), the
+    common causal-LM recipe; the tokenizer is saved in each checkpoint (processing_class)."""
+    from datasets import Dataset
+    from transformers import DataCollatorForLanguageModeling, Trainer
+
+    out = root / "run"
+    out.mkdir(parents=True)
+    tokenizer = build_tokenizer(out)
+    texts = _corpus(steps * BATCH, np.random.default_rng(SEED))
+    texts = [" ".join(t.split()[:-5]) if i % 3 == 0 else t for i, t in enumerate(texts)]
+    ds = Dataset.from_dict({"input_ids": [tokenizer(t)["input_ids"] for t in texts]})
+    ds.save_to_disk(str(root / "dataset"))
+    recorder = Recorder(DataCollatorForLanguageModeling(tokenizer=tokenizer, mlm=False))
+    args = training_args(out, steps, save_every)
+    trainer = Trainer(model=tiny_model(len(_vocab())), args=args, train_dataset=ds,
+                      data_collator=recorder, processing_class=tokenizer)  # fmt: skip
+    trainer.train()
+    trainer.save_state()
+    pairs = zip(recorder.batches, recorder.labels, strict=True)
+    fed = {i + 1: (b, lab) for i, (b, lab) in enumerate(pairs)}
+    return {"out": out, "dataset": root / "dataset", "fed": fed}
+
+
+def build_lr_jump_run(root: Path, steps: int, save_every: int, jump: int, factor: float) -> Path:
+    """A clean run (no rare batch) whose LR is multiplied by `factor` at optimizer step `jump`
+    only: the Trainer's own AdamW, with a LambdaLR set on it before training (a custom
+    schedule, which training_args.bin does not describe; replay follows the logged LR)."""
+    from transformers import Trainer, default_data_collator
+
+    out = root / "run"
+    out.mkdir(parents=True)
+    tokenizer = build_tokenizer(out)
+    args = training_args(out, steps, save_every)
+    rng = np.random.default_rng(SEED)
+    ids = [tokenizer(t)["input_ids"] for t in _corpus(steps * BATCH, rng)]
+    from datasets import Dataset
+
+    ds = Dataset.from_dict({"input_ids": ids, "labels": ids})
+    ds.save_to_disk(str(root / "dataset"))
+    trainer = Trainer(model=tiny_model(len(_vocab())), args=args, train_dataset=ds,
+                      data_collator=default_data_collator, processing_class=tokenizer)  # fmt: skip
+    trainer.create_optimizer()
+    warm = args.warmup_steps
+
+    def lam(s: int) -> float:  # LambdaLR counts from 0: s = optimizer step - 1
+        base = min(1.0, (s + 1) / warm)
+        return base * factor if s == jump - 1 else base
+
+    trainer.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.optimizer, lam)
+    trainer.train()
+    trainer.save_state()
+    return out
 
 
 if __name__ == "__main__":

@@ -21,7 +21,13 @@ from typer.testing import CliRunner
 
 pytest.importorskip("transformers", reason="the [hf] extra is not installed")
 
-from hf_run import RARE_STEP, STEPS, build_hf_run  # noqa: E402
+from hf_run import (  # noqa: E402
+    RARE_STEP,
+    STEPS,
+    build_hf_run,
+    build_lm_collator_run,
+    build_lr_jump_run,
+)
 
 from forensics.cli import app  # noqa: E402
 from forensics.store import open_store  # noqa: E402
@@ -87,6 +93,67 @@ def test_analyze_replays_the_spike_through_the_runs_own_model(analysis: dict[str
     assert "tier 3 ran" in analysis["text"]
 
 
+def test_postmortem_shows_the_decoded_batch(analysis: dict[str, Any]) -> None:
+    """The Evidence section names the rows replay decoded, as stored; the page stays short
+    and consistent with the store."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
+    from consistency import check_report
+
+    text = (analysis["out"] / "postmortems" / "spike-01.md").read_text(encoding="utf-8")
+    stored = _replays(analysis["db"])["data_corruption"][1]
+    evidence = text.split("## Evidence")[1].split("## Classification")[0]
+    assert f"**What the offending batch held** at step {RARE_STEP} (" in evidence
+    for row, words in zip(stored["excerpt_rows"], stored["excerpts"], strict=True):
+        assert f"- row {row}: `{words}`" in evidence
+    assert len(text.split("<details>")[0].splitlines()) <= 120
+    with open_store(analysis["db"]) as store:
+        run_id = store.query("SELECT run_id FROM runs").item()
+        assert check_report(analysis["out"], store, run_id) == []
+
+
+def test_optimizer_counterfactuals_refute_a_rare_batch(analysis: dict[str, Any]) -> None:
+    """beta2 and the LR are sane here: the counterfactuals re-run the run's own Trainer from
+    checkpoint-100 with beta2 = 0.95 / half the LR, and find no loss the updates added."""
+    rows = _replays(analysis["db"])
+    for probe in ("stale_beta2", "lr_too_high"):
+        verdict, n, detail = rows[probe]
+        assert verdict == "refuted", (probe, detail)
+        assert "do not produce the spike" in detail
+        assert n["start_step"] == 100 and n["steps"][0] == 102 and n["end_step"] >= RARE_STEP
+        assert RARE_STEP in n["hard_batch_steps"]  # the rare batch is hard in itself
+        # the original re-run reproduces the log: the same added loss, the same LR
+        assert n["original_trajectory_excess"] == pytest.approx(n["logged_trajectory_excess"])
+        assert n["original_trajectory_excess"] < n["noise_allowance"]
+        assert len(n["counterfactual_loss"]) == len(n["steps"])
+    assert rows["stale_beta2"][1]["run_beta2"] == 0.999  # read from the restored optimizer
+    lr = rows["lr_too_high"][1]
+    assert lr["lr_scaled"] == "the logged LR"
+    assert lr["counterfactual_lr"] == pytest.approx([0.5 * x for x in lr["lr"]])
+
+
+def test_lr_jump_is_what_halving_the_lr_removes(tmp_path: Path) -> None:
+    """A clean run whose (custom) schedule multiplies the LR by 100 at step 50 only: replay
+    follows the logged LR, reproduces the spike at 51, and halving the LR removes most of
+    the loss the updates added; rare tokens and beta2 are refuted. Halving a 100x jump still
+    leaves a 50x update, so lr_too_high stays inconclusive (the bundled rule also asks the
+    updates to come back near their pre-spike size) instead of confirmed."""
+    run = build_lr_jump_run(tmp_path, steps=60, save_every=20, jump=50, factor=100.0)
+    _analyze(run, tmp_path / "dataset", tmp_path / "out", "--no-report")
+    rows = _replays(tmp_path / "out" / "forensics.duckdb")
+    repro = rows["reproduce"][1]
+    assert rows["reproduce"][0] == "confirmed" and repro["offending_step"] == 51
+    assert repro["replayed_loss"] == pytest.approx(repro["logged_loss"], rel=1e-6)
+    verdict, n, detail = rows["lr_too_high"]
+    assert n["lr"][n["steps"].index(50)] == pytest.approx(100 * 3e-3)
+    assert n["original_trajectory_excess"] > 10 * n["noise_allowance"]
+    assert n["kept"] < 0.25, detail  # halving the LR removes over 3/4 of the added loss
+    assert n["counterfactual_max_update_norm"] < 0.6 * n["original_max_update_norm"]
+    assert verdict == "inconclusive" and "not the update blow-up" in detail
+    assert rows["stale_beta2"][0] == "refuted" and rows["rare_tokens"][0] == "refuted"
+
+
 def _copy_run(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("checkpoint-150"))
     return dst
@@ -136,3 +203,35 @@ def test_missing_dataset_gives_one_line_per_probe(analysis: dict[str, Any], tmp_
     rows = _replays(db)
     assert len(rows) == 7
     assert all(d.startswith("not run: batches not rebuilt") for _, _, d in rows.values())
+
+
+def test_lm_collator_run_is_rebuilt_and_reproduced(tmp_path: Path) -> None:
+    """A dataset without labels was fed through DataCollatorForLanguageModeling(mlm=False):
+    replay infers that collator, rebuilds it with the checkpoint's tokenizer, gives the ids and
+    the -100 pad labels the Trainer fed, and the resumed re-run reproduces the logged losses."""
+    from forensics.replay.hf_data import (
+        DataUnavailable,
+        index_steps,
+        load_dataset,
+        load_training_args,
+        run_collator,
+    )
+    from forensics.replay.hf_model import rerun
+
+    info = build_lm_collator_run(tmp_path, steps=20, save_every=10)
+    ckpt = info["out"] / "checkpoint-10"
+    args = load_training_args(ckpt / "training_args.bin")
+    ds = load_dataset(info["dataset"])
+    collator = run_collator(ds, [ckpt])
+    assert type(collator).__name__ == "DataCollatorForLanguageModeling"
+    index = index_steps(args, ds, 20, collator)
+    for step, (ids, labels) in info["fed"].items():
+        batch = index.batch(step)[0]
+        assert batch["input_ids"].tolist() == ids and batch["labels"].tolist() == labels, step
+    assert any(-100 in row for _, labels in info["fed"].values() for row in labels)
+    re = rerun(ckpt, 10, args, ds, 15, 20, torch.device("cpu"), collator=collator)
+    state = json.loads((info["out"] / "trainer_state.json").read_text())
+    logged = {e["step"]: e["loss"] for e in state["log_history"] if "loss" in e}
+    assert [re.rows[t]["loss"] for t in range(11, 21)] == [logged[t] for t in range(11, 21)]
+    with pytest.raises(DataUnavailable, match="no labels column"):
+        run_collator(ds, [tmp_path / "nowhere"])

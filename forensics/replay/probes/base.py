@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -20,6 +20,23 @@ from forensics.replay.plan import Plan
 from forensics.replay.result import INCONCLUSIVE, ReplayResult
 from forensics.replay.state import StateUnavailable, StepRow, load_batch
 from forensics.sim.trainer import TrainState
+
+
+class Replayer(Protocol):
+    """The optimizer counterfactuals' access to a trainer other than the bundled one (the
+    run's own Hugging Face Trainer, a nanoGPT loop): the window start is `plan.start`, and
+    `s.rows` hold the original re-run's rows (loss, update_norm, lr per step)."""
+
+    beta2: float | None  # the run's AdamW beta2
+    lr_note: str  # what the LR counterfactual scales ("the logged LR", "the schedule")
+
+    def rerun(self, beta2: float | None, lr_factor: float, reset_at: int | None) -> dict[int, Any]:
+        """The window re-run from its start with beta2 / the LR changed (rows by step)."""
+        ...
+
+    def cost(self, step: int) -> float:
+        """b(t): the mean loss of step t's batch on the window-start model."""
+        ...
 
 
 @dataclass
@@ -34,6 +51,7 @@ class Session:
     resumed_step: int | None = None  # the step the re-run started from (checkpoint or cache)
     unavailable: str | None = None  # why no state could be rebuilt
     costs: dict[int, float] | None = None  # window batch losses on the start state (cache)
+    replayer: Replayer | None = None  # counterfactuals through the run's own trainer
 
     @property
     def run_id(self) -> str:

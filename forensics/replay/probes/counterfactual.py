@@ -56,16 +56,28 @@ class SecondMomentReset:
         norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads.values()])))
         clip = self.state.cfg.grad_clip
         coef = min(1.0, clip / (norm + 1e-6)) if clip > 0 and math.isfinite(norm) else 1.0
-        beta2 = self.state.cfg.beta2
-        reset = 0
-        for p, g in grads.items():
-            st = self.state.optimizer.state.get(p)
-            if not st or "exp_avg_sq" not in st:
-                continue
-            fresh = (g * coef).pow(2) * (1.0 - beta2 ** float(st["step"]))
-            torch.maximum(st["exp_avg_sq"], fresh, out=st["exp_avg_sq"])
-            reset += 1
+        reset = raise_second_moment(self.state.optimizer, grads, coef)
         return {"reset_params": reset, "clip_coef": coef}
+
+
+@torch.no_grad()
+def raise_second_moment(
+    optimizer: torch.optim.Optimizer, grads: dict[Any, torch.Tensor], coef: float
+) -> int:
+    """Raise each parameter's exp_avg_sq to (coef * g)**2 * (1 - beta2**step) where smaller
+    (coef: the clip coefficient the step will apply; 1 when the gradients are already clipped),
+    so that the coming step's bias-corrected second moment is at least its squared gradient.
+    Returns how many parameters it touched; beta2 is read from each parameter's group."""
+    beta2_of = {p: g["betas"][1] for g in optimizer.param_groups for p in g["params"]}
+    reset = 0
+    for p, g in grads.items():
+        st = optimizer.state.get(p)
+        if not st or "exp_avg_sq" not in st:
+            continue
+        fresh = (g * coef).pow(2) * (1.0 - beta2_of[p] ** float(st["step"]))
+        torch.maximum(st["exp_avg_sq"], fresh, out=st["exp_avg_sq"])
+        reset += 1
+    return reset
 
 
 def rerun(s: Session, changes: dict[str, Any], *, reset: bool) -> dict[int, StepRow]:
@@ -81,11 +93,14 @@ def rerun(s: Session, changes: dict[str, Any], *, reset: bool) -> dict[int, Step
 def batch_costs(s: Session, steps: list[int]) -> dict[int, float]:
     """b(t): the loss of each window batch on the window-start model (no update in between),
     i.e. what the batch itself costs; cached on the session (both counterfactuals use it)."""
-    assert s.start is not None
     if s.costs is None:
         s.costs = {}
     for t in steps:
         if t not in s.costs:
+            if s.replayer is not None:
+                s.costs[t] = s.replayer.cost(t)
+                continue
+            assert s.start is not None
             s.costs[t] = float(token_losses(s.start.compute, s.batch(t)).mean())
     return s.costs
 

@@ -53,7 +53,10 @@ STEP_KEPT_MAX = 0.75
 
 
 def stale_beta2(s: Session) -> ReplayResult:
-    run_beta2 = s.start.cfg.beta2 if s.start is not None else _config_beta2(s)
+    if s.replayer is not None:
+        run_beta2 = s.replayer.beta2
+    else:
+        run_beta2 = s.start.cfg.beta2 if s.start is not None else _config_beta2(s)
     extra = {"run_beta2": run_beta2, "counterfactual_beta2": COUNTERFACTUAL_BETA2}
     if run_beta2 is not None and run_beta2 <= COUNTERFACTUAL_BETA2:
         return s.result("stale_beta2", "stale_beta2", REFUTED, extra, (
@@ -72,6 +75,9 @@ def _config_beta2(s: Session) -> float | None:
 
 
 def lr_too_high(s: Session) -> ReplayResult:
+    if s.replayer is not None:
+        extra = {"lr_factor": LR_FACTOR, "lr_scaled": s.replayer.lr_note}
+        return counterfactual(s, "lr_too_high", {"lr_factor": LR_FACTOR}, reset=False, extra=extra)
     if s.start is None:
         return counterfactual(s, "lr_too_high", {}, reset=False, extra={})
     cfg = s.start.cfg
@@ -84,10 +90,10 @@ def counterfactual(
     s: Session, hyp: str, changes: dict[str, Any], *, reset: bool, extra: dict[str, Any]
 ) -> ReplayResult:
     t0 = time.perf_counter()
-    if s.start is None:
+    if s.start is None and s.replayer is None:
         return s.result(hyp, hyp, INCONCLUSIVE, extra, f"not run: {s.unavailable}")
     try:
-        cf = rerun(s, changes, reset=reset)
+        cf = _rerun(s, changes, reset)
     except StateUnavailable as exc:
         return s.result(hyp, hyp, INCONCLUSIVE, extra, f"not run: {exc}")
     steps = [t for t in range(s.plan.start + 2, s.plan.end + 1) if t in cf and t in s.rows]
@@ -98,6 +104,15 @@ def counterfactual(
     res = s.result(hyp, hyp, verdict, numbers | extra, f"{detail} ({w.facts()})")
     res.wall_s = time.perf_counter() - t0
     return res
+
+
+def _rerun(s: Session, changes: dict[str, Any], reset: bool) -> dict[int, Any]:
+    """The counterfactual window: through the run's own trainer when there is one (the reset
+    at the offending step, or the window's first step when that is later)."""
+    if s.replayer is None:
+        return rerun(s, changes, reset=reset)
+    at = max(s.plan.start + 1, s.plan.offending) if reset else None
+    return s.replayer.rerun(changes.get("beta2"), changes.get("lr_factor", 1.0), at)
 
 
 def _common(w: Window) -> tuple[str, str] | None:
