@@ -143,9 +143,13 @@ def _probes(inc: Incident, key: str, kb: Knowledge) -> str:
     return notes[0] if notes else "replay's verdict"
 
 
-def refuted_causes(inc: Incident, kb: Knowledge) -> list[str]:
-    """Titles of the causes replay refuted (findings.replay = refuted), by title."""
-    return sorted({kb.cause(f.cause).title for f in inc.findings if f.replay == "refuted"})
+def causes_with_verdict(inc: Incident, kb: Knowledge, verdict: str) -> list[str]:
+    """Titles of the causes whose stored replay verdict (findings.replay) is `verdict`.
+
+    Why: a cause left `unknown` after replay is worded from these lists: "refuted every
+    hypothesis it tested" is only true when none stayed inconclusive.
+    """
+    return sorted({kb.cause(f.cause).title for f in inc.findings if f.replay == verdict})
 
 
 PLOTTED = ("token_histogram", "act_norms")  # replay numbers drawn as figures, not tabled

@@ -69,6 +69,7 @@ class IncidentView:
     excerpts: dict[str, Any] | None  # decoded rows of the offending batch, as replay stored
     replay_summary: str
     refuted: list[str]  # titles of the causes replay refuted
+    inconclusive: list[str]  # titles of the causes replay tested without a verdict
     unscreened: str | None  # screen_coverage note when the incident lies in or near it
     figure_names: dict[str, str] = field(default_factory=dict)
 
@@ -194,7 +195,8 @@ def _view(
         probes=[(r, classify.scalar_numbers(r.numbers)) for r in inc.replays],
         excerpts=stored_excerpts(inc.replays),
         replay_summary=_replay_summary(inc),
-        refuted=classify.refuted_causes(inc, kb),
+        refuted=classify.causes_with_verdict(inc, kb, "refuted"),
+        inconclusive=classify.causes_with_verdict(inc, kb, "inconclusive"),
         unscreened=unscreened_near(inc, screen),
     )
 

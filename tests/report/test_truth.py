@@ -205,3 +205,26 @@ def test_no_chrome_warning_names_the_fix(tmp_path: Path, monkeypatch: pytest.Mon
     said: list[str] = []
     _try_pngs({tmp_path / "a.png": None}, said.append)  # type: ignore[dict-item]
     assert len(said) == 1 and "plotly_get_chrome" in said[0] and "apt-get install" in said[0]
+
+
+def test_unknown_cause_with_an_inconclusive_probe_is_not_called_all_refuted(
+    tmp_path: Path,
+) -> None:
+    """Issue 12 review: an HF LR-jump run read "Replay refuted every hypothesis it tested"
+    while lr_too_high's probe was inconclusive; the page must say what each verdict was."""
+    from reportdb import add_finding, add_replay, build_b, build_c, build_gpt, finish, render_docs
+
+    with open_store(tmp_path / "r.duckdb") as store:
+        build_gpt(store)
+        build_b(store)
+        run = "llm-13b-bf16"
+        add_finding(store, run, 2, "lr-too-high", "lr_too_high", False, None, [])
+        add_finding(store, run, 2, "rare-tokens", "rare_tokens", False, None, [])
+        add_replay(store, run, 2, "lr_too_high", "lr_too_high", "inconclusive", {}, "halved LR")
+        add_replay(store, run, 2, "rare_tokens", "rare_tokens", "refuted", {}, "common tokens")
+        build_c(store)
+        finish(store)
+        page = render_docs(store, run, png=False)["postmortems/spike-02.md"]
+    assert "refuted every hypothesis" not in page
+    assert "Replay confirmed none of the hypotheses it tested (inconclusive: " in page
+    assert "; refuted: " in page
