@@ -280,7 +280,7 @@ def detect_data(
     incidents = loss_incidents(sc, data, cfg) if finite >= 3 else []
     all_events = ev.collect(data, cfg)
     gap = max(cfg.event_gap_steps, 3 * data.interval)
-    clusters = ev.cluster(all_events, gap)
+    clusters = ev.cluster(all_events, gap, max(3.0, data.interval))
     start_end = ev.startup_end(clusters, burn_step)
     for c in clusters:
         if c.first <= start_end and not c.unexplained_nonfinite():
