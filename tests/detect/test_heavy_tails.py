@@ -11,7 +11,10 @@ from __future__ import annotations
 import numpy as np
 from detect_helpers import curve
 
-from forensics.detect import detect_data, run_data
+from bench import synth_runs_t  # type: ignore[import-not-found]
+from forensics.detect import detect, detect_data, load_rules, run_data
+from forensics.ingest import ingest
+from forensics.store import open_store
 
 
 def _jump(n: int = 4000, at: int = 3000) -> np.ndarray:
@@ -69,3 +72,20 @@ def test_a_scaler_probe_before_an_overflow_cascade_is_not_its_onset(frame, rules
     (inc,) = det.incidents
     assert inc.onset_step == 160
     assert {e.step for e in inc.events} >= {138, 160}  # the probe is still listed beside it
+
+
+def test_the_second_generators_noise_alarm_is_a_stored_near_miss(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # trun-6471187: a clean W&B-style JSONL run whose Student-t loss noise throws +15.3% at
+    # step 4955 (grad norm logged every step, flat): written, ingested, detected, stored
+    run = synth_runs_t.make_run(6471187)
+    folder = synth_runs_t.write_run(run, tmp_path)
+    with open_store(tmp_path / "x.duckdb") as store:
+        ingest(store, [folder], run=run.name)
+        (det,) = detect(store, run.name, rules=load_rules())
+        assert det.incidents == []
+        rows = store.query(
+            "SELECT step, metric, detail FROM near_misses WHERE run_id = ? AND metric = 'loss'",
+            [run.name],
+        ).to_dicts()
+    assert [r["step"] for r in rows] == [4955]
+    assert "no gradient counterpart" in rows[0]["detail"]
