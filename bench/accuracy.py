@@ -12,7 +12,9 @@ through the real pipeline into DuckDB, detected, and scored against its truth:
   type / the expected cause. The expected cause is the injected
   cause, or `unknown` when the metrics that distinguish it were not logged (a loss-only log
   cannot show a gradient spike).
-- false alarms: incidents detected in runs with nothing injected.
+- false alarms: incidents detected in runs with nothing injected. An injection the second
+  generator calls too faint for its log (below +15% noise-free at every logged point) is
+  neither a truth nor, when noise lifts it over the threshold, a false alarm.
 
 Two seed sets: development seeds (what thresholds were looked at while building) and
 held-out seeds (never used while choosing thresholds; --heldout-base picks a fresh set
@@ -98,7 +100,12 @@ def _last_peak_distance(det: dict[str, Any], t: dict[str, Any]) -> int:
 def score(truth: dict[str, Any], detected: list[dict[str, Any]], last_step: int) -> Scored:
     tol = _tol(int(truth["interval"]))
     incidents = truth["incidents"]
-    s = Scored(truth["run"], len(incidents), len(detected), 0, 0, clean=not incidents)
+    faint = truth.get("faint", [])
+    # a detection of an injected incident the truth calls too faint to see is not scored
+    detected = [
+        d for d in detected if not any(_matches(d, t, tol, last_step) is not None for t in faint)
+    ]
+    s = Scored(truth["run"], len(incidents), len(detected), 0, 0, clean=not incidents and not faint)
     used: set[int] = set()
     for t in incidents:
         cands = [(d, _matches(d, t, tol, last_step)) for d in detected]
@@ -146,7 +153,7 @@ def _detect_direct(run: SynthRun, rules: list[Any]) -> tuple[list[dict], int]:
 def evaluate_seed_t(seed: int, direct: bool) -> Scored:
     """The second generator (bench/synth_runs_t.py): its own noise, schedules and formats."""
     run = synth_runs_t.make_run(seed)
-    truth = {"run": run.name, "interval": run.interval, "incidents": run.truth}
+    truth = {"run": run.name, "interval": run.interval, "incidents": run.truth, "faint": run.faint}
     rules = load_rules()
     if direct:
         frame = pl.DataFrame({"step": run.steps, **run.values})

@@ -1,7 +1,9 @@
 """Does `forensics analyze` (with replay) name the injected cause on fresh simulator runs?
 
 For every scenario, draws fresh (seed, injection step) pairs -- never the bundled sample
-runs' seed 1337 -- trains the run (`forensics simulate SCENARIO --seed S --at N`), analyses it
+runs' seed 1337 -- trains the run (`forensics simulate SCENARIO --seed S --at N`,
+checkpointing every tenth of the run besides the scenario's own checkpoint before the
+injection), analyses it
 with replay (`forensics analyze DIR`), and prints one row per run: the injected cause, the
 cause the incident at the injection states, the replay verdict of that cause, and the
 trigger replay named (from the `contributions` table). A row passes when the stated cause
@@ -55,11 +57,20 @@ def draw(rng: random.Random, scenario: str, steps: int) -> tuple[int, int]:
     return seed, rng.randint(lo, hi)
 
 
+def ckpt_every(steps: int) -> int:
+    """Checkpoint period of a drawn run: ten per run, as a real run saves every N steps, so
+    replay starts from the latest one before wherever detection puts the onset."""
+    return max(10, steps // 10)
+
+
 def check(scenario: str, seed: int, at: int, steps: int, work: Path) -> dict[str, Any]:
     """Simulate, analyse with replay, and read what the store says about the injection."""
     t0 = time.perf_counter()
     run_dir, out = work / f"{scenario}-{seed}-{at}", work / f"{scenario}-{seed}-{at}-out"
-    simulate(scenario, run_dir, steps=steps, seed=seed, at=at, device="cpu", plot=False)
+    simulate(
+        scenario, run_dir, steps=steps, seed=seed, at=at, device="cpu", plot=False,
+        ckpt_every=ckpt_every(steps),
+    )  # fmt: skip
     analyze(run_dir, out, options=AnalyzeOptions(report=False, device="cpu"))
     truth = json.loads((run_dir / "truth.json").read_text())["expected"]
     onset = int(truth[0]["onset_step"]) if truth else at  # lr_too_high: after the warm-up

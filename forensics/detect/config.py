@@ -87,6 +87,11 @@ class DetectConfig:
     # A gradient this many times its median, at one step, is absurd: a hardware suspect that
     # forms an incident even with no loss spike.
     absurd_grad_ratio: float = 1000.0
+    # A one-point loss excursion whose step's own gradient norm (logged every step) is
+    # within this many robust noise scales of its precursor is a near-miss, not an
+    # incident: a batch hard enough to lift the loss lifts its gradient with it, while a
+    # heavy-tailed loss (Student-t micro-batch noise) can throw one +15% point alone.
+    quiet_grad_z: float = 3.0
     # --- features (features.py) ---------------------------------------------------------
     # History scanned for a slow drift of grad norm / parameter norm before the onset (at
     # most half the history before an early onset).

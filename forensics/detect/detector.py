@@ -18,7 +18,7 @@ from forensics.detect.recovery import Checkpoint, advise
 from forensics.detect.refine import Refined, refine, sub_peaks
 from forensics.detect.rules import Rule
 from forensics.detect.screen import Screen, excursions, metric_spikes, screen_series
-from forensics.detect.typing import DIVERGENT, fit_trend, type_shape
+from forensics.detect.typing import DIVERGENT, RECOVERABLE, fit_trend, type_shape
 
 
 def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
@@ -178,6 +178,55 @@ def _mark_nonfinite_peak(inc: Incident, data: RunData) -> None:
             inc.peaks.sort()
 
 
+def _lone_jump(inc: Incident) -> bool:
+    """A loss excursion that jumped at one logged point, had one peak, came back (it is
+    recoverable) and carries no event: the shape a single batch gives."""
+    return (
+        inc.origin == "loss"
+        and len(inc.peaks) == 1
+        and inc.onset_step == inc.peak_step
+        and inc.type == RECOVERABLE
+        and inc.end_step is not None
+        and not inc.events
+    )
+
+
+def _quiet_gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> bool:
+    """A lone jump of the loss while the gradient norm, logged every step, stays within
+    `quiet_grad_z` robust noise scales of its precursor from the jump to the recovery: no
+    batch did it (a batch whose loss is far off moves its own gradient), a heavy-tailed
+    loss did, so it is a near-miss, not an incident."""
+    if not data.has("grad_norm") or not _lone_jump(inc):
+        return False
+    g = data.aux["grad_norm"]
+    lead = 3  # a logger may print the batch's gradient a step or two off its loss
+    start = inc.peak_step - lead
+    pst, pre = g.window_steps(start - precursor_len(inc.peak_step, cfg), start - 1)
+    st, v = g.window_steps(start, inc.span_end)
+    if len(pst) < 20 or inc.peak_step not in st or np.median(np.diff(pst)) > 1:
+        return False  # the jump's own gradient is not logged: nothing to say
+    if not (np.all(np.isfinite(pre) & (pre > 0)) and np.all(np.isfinite(v) & (v > 0))):
+        return False
+    lp = np.log(pre)
+    mad = float(np.median(np.abs(lp - np.median(lp)))) * 1.4826
+    if mad <= 0:
+        return False
+    return float((np.log(v).max() - np.median(lp)) / mad) < cfg.quiet_grad_z
+
+
+def _quiet_near_miss(inc: Incident, data: RunData, log_space: bool) -> NearMiss:
+    base = inc.trend.value_at(inc.peak_step, log_space)
+    value = float(inc.peak_value or 0.0)
+    ratio = value / base if base else float("nan")
+    g = data.aux["grad_norm"].at_or_before(inc.peak_step)
+    detail = (
+        f"loss jumped {ratio - 1:+.1%} above its trend and came back with no gradient counterpart "
+        f"(grad norm {g:.3g} at the jump, within its own noise): a heavy-tailed loss "
+        "point, not a batch spike"
+    )
+    return NearMiss(inc.peak_step, data.loss_name, value, float(base or 0.0), ratio, detail)
+
+
 def near_misses(
     data: RunData, sc: Screen, incidents: list[Incident], start: int, cfg: DetectConfig
 ) -> list[NearMiss]:
@@ -231,7 +280,7 @@ def detect_data(
     incidents = loss_incidents(sc, data, cfg) if finite >= 3 else []
     all_events = ev.collect(data, cfg)
     gap = max(cfg.event_gap_steps, 3 * data.interval)
-    clusters = ev.cluster(all_events, gap)
+    clusters = ev.cluster(all_events, gap, max(3.0, data.interval))
     start_end = ev.startup_end(clusters, burn_step)
     for c in clusters:
         if c.first <= start_end and not c.unexplained_nonfinite():
@@ -239,18 +288,22 @@ def detect_data(
         if c.stands_alone(cfg) and not any(_overlaps(c, i, gap, data.last_step) for i in incidents):
             incidents.append(event_incident(c, sc, data, cfg))
     incidents.sort(key=lambda i: i.onset_step)
-    for n, inc in enumerate(incidents, 1):
-        inc.id = n
+    for inc in incidents:
         lo = inc.onset_step - gap
         hi = _reach(inc, data.last_step)
         inc.events = [e for e in all_events if lo <= e.step <= hi and e.step > start_end]
         _mark_nonfinite_peak(inc, data)
+    quiet = [i for i in incidents if _quiet_gradient(i, data, cfg)]
+    incidents = [i for i in incidents if i not in quiet]
+    for n, inc in enumerate(incidents, 1):
+        inc.id = n
     _explain(
         incidents, data, sc, rules, cfg, missing, checkpoints or [], gpu_hour_cost, others or []
     )
     for inc in incidents:
         inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
     nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
+    nm = sorted(nm + [_quiet_near_miss(i, data, sc.log_space) for i in quiet], key=lambda m: m.step)
     det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
     det.coverage = _coverage(data, sc, finite, cfg)
     if det.coverage.unscreened_points or det.coverage.screened_from_step is None:

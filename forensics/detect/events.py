@@ -123,14 +123,39 @@ def collect(data: RunData, cfg: DetectConfig) -> list[Event]:
     return sorted(out, key=lambda e: (e.step, e.kind))
 
 
-def cluster(events: list[Event], gap: float) -> list[Cluster]:
+PROBE_KINDS = {"scale_halving", "skipped", "overflow", "nonfinite_grad"}
+
+
+def _probe(events: list[Event]) -> bool:
+    """The events of one step (and the next, where a logger prints the halved scale) are
+    the scaler's routine probe: one halving, the step it skipped and its inf gradient."""
+    return all(e.kind in PROBE_KINDS for e in events) and (
+        sum(e.value for e in events if e.kind == "scale_halving") <= 1
+    )
+
+
+def cluster(events: list[Event], gap: float, probe_gap: float = 3.0) -> list[Cluster]:
+    """Events within `gap` steps of each other form a cluster. A routine scaler probe more
+    than `probe_gap` steps before the next event stays a cluster of its own: an overflow
+    cascade halves on consecutive steps, and the probe a window earlier is not its onset."""
     clusters: list[Cluster] = []
     for e in events:
         if clusters and e.step - clusters[-1].last <= gap:
             clusters[-1].events.append(e)
         else:
             clusters.append(Cluster([e]))
-    return clusters
+    out: list[Cluster] = []
+    for c in clusters:
+        while True:
+            # the skipped step and the halved scale a logger prints on the next step
+            first = [e for e in c.events if e.step <= c.first + 1]
+            rest = c.events[len(first) :]
+            if not rest or not _probe(first) or rest[0].step - first[-1].step <= probe_gap:
+                break
+            out.append(Cluster(first))
+            c = Cluster(rest)
+        out.append(c)
+    return out
 
 
 def startup_end(clusters: list[Cluster], burn_in_step: int) -> int:

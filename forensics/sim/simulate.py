@@ -87,10 +87,15 @@ def simulate(
     strength: float | None = None,
     progress: Progress | None = None,
     plot: bool = True,
+    ckpt_every: int | None = None,
 ) -> SimResult:
     """Train one run with `scenario` injected into the folder `out`; return its summary.
 
     plot=False skips loss.png (starting Chromium costs seconds; tests turn it off).
+    ckpt_every=N also checkpoints every N steps, as real runs do, besides the scenario's
+    checkpoint before the injection and the last step: replay then starts from the latest
+    one before wherever detection puts the onset, not only from `at` - 20. The bundled
+    sample runs keep the two checkpoints (their folder must stay small).
     """
     scen = get_scenario(scenario)
     base = base_config(preset_name, steps, device, seed)
@@ -98,6 +103,11 @@ def simulate(
     strength = scen.default_strength if strength is None else strength
     scen.check(base, at, strength)
     cfg = scen.configure(base, at, strength)
+    if ckpt_every:
+        if ckpt_every < 1:
+            raise SimulationError(f"ckpt_every must be >= 1 step, not {ckpt_every}")
+        grid = range(ckpt_every, cfg.total_steps, ckpt_every)
+        cfg = replace(cfg, ckpt_steps=sorted(set(cfg.ckpt_steps) | set(grid)))
     run_dir = Path(out)
     run_dir.mkdir(parents=True, exist_ok=True)
     _reset(run_dir)
