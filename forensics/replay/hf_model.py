@@ -122,6 +122,8 @@ def rerun(
                 }
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if args.logging_steps == 1:  # a resumed state keeps the checkpoint's interval
+                control.should_log = True
             if state.global_step >= end:
                 control.should_training_stop = True
 
