@@ -33,7 +33,14 @@ from torch import nn
 from forensics.record import stats
 from forensics.record.config import run_config
 from forensics.record.layers import LayerProbe
-from forensics.record.manifest import PendingBatch, pending, split_micro, to_records
+from forensics.record.manifest import (
+    _INDEX_KEYS,
+    _MASK_KEYS,
+    _TOKEN_KEYS,
+    pending,
+    split_micro,
+    to_records,
+)
 
 FOLDER = "forensics"
 METRICS = "metrics.jsonl"
@@ -64,7 +71,7 @@ class _Row:
     lr: float
     wall_time: float
     seconds: float
-    tokens: float
+    tokens: float | None  # None: the token positions of its recorded batches (at the flush)
     dev: dict[str, torch.Tensor] | None = None  # stats-step and AMP values, reduced over ranks
     local: dict[str, torch.Tensor] | None = None  # rank 0's own (layer samples)
 
@@ -109,8 +116,10 @@ class Recorder:
         self._params: list[torch.Tensor] = []
         self._probe: LayerProbe | None = None
         self._rows: list[_Row] = []
-        self._pending: list[PendingBatch] = []  # steps done, not yet written
-        self._open: list[PendingBatch] = []  # the micro-batches of the step in progress
+        # micro-batches as handed over, read at the flush: (step, micro, batch) of the steps
+        # done, and (micro, batch) of the step in progress
+        self._pending: list[tuple[int, int, Any]] = []
+        self._open: list[tuple[int, Any]] = []
         self._micro = 0
         self._g: Scalar | None = None
         self._g_key = "g_sq"  # g_norm: a norm the framework reduced across ranks already
@@ -168,7 +177,7 @@ class Recorder:
     def record_batch(self, batch: Any, micro: int | None = None) -> None:
         """Note one micro-batch of the step in progress (call once per micro-batch)."""
         m = self._micro if micro is None else micro
-        self._open.append(pending(self.step + 1, m, batch))
+        self._open.append((m, _kept(batch)))
         self._micro = m + 1
 
     def after_backward(
@@ -225,12 +234,7 @@ class Recorder:
             for mb in split_micro(batch):
                 self.record_batch(mb)
         this = self.step + 1 if step is None else step
-        n_tokens = 0
-        for p in self._open:
-            p.step = this
-            if p.tokens is not None:
-                n_tokens += p.tokens.numel()
-        self._pending += self._open
+        self._pending += [(this, m, b) for m, b in self._open]
         self._open = []
         if loss is not None and isinstance(loss, torch.Tensor):
             loss = loss.detach()
@@ -239,7 +243,7 @@ class Recorder:
             this, loss, self._g, self._g_key,
             lr=float(lr if lr is not None else _lr_of(optimizer)),
             wall_time=time.time(), seconds=now - self._t_last,
-            tokens=float(tokens if tokens is not None else n_tokens),
+            tokens=float(tokens) if tokens is not None else None,
         )  # fmt: skip
         self._t_last = now
         if self._before is not None or self._scale_before is not None or skipped is not None:
@@ -288,7 +292,15 @@ class Recorder:
     def flush(self) -> None:
         """Move the interval's statistics to the host (one transfer) and write them."""
         rows, self._rows = self._rows, []
-        done, self._pending = self._pending, []
+        done = [pending(step, m, batch) for step, m, batch in self._pending]
+        self._pending = []
+        counted: dict[int, float] = {}
+        for b in done:
+            if b.tokens is not None:
+                counted[b.step] = counted.get(b.step, 0.0) + b.tokens.numel()
+        for row in rows:
+            if row.tokens is None:
+                row.tokens = counted.get(row.step, 0.0)
         records = to_records(done, self.dir)
         values = _host_values(rows, self.world, bool(self.sharded))
         records = _gather_records(records, self.rank, self.world)
@@ -330,6 +342,18 @@ class Recorder:
 
 
 # ----- helpers ------------------------------------------------------------------------------
+_KEPT_TENSORS = frozenset(_TOKEN_KEYS + _MASK_KEYS + _INDEX_KEYS)
+
+
+def _kept(batch: Any) -> Any:
+    """A micro-batch mapping as the flush will read it: a shallow copy (the caller may reuse
+    the dict) without the tensors the record does not read (labels, pixel values...), so
+    that they are not held until the flush."""
+    if type(batch) is dict:
+        return {k: v for k, v in batch.items() if k in _KEPT_TENSORS or not torch.is_tensor(v)}
+    return batch
+
+
 def _rank_world() -> tuple[int, int]:
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
