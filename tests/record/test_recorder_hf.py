@@ -151,12 +151,31 @@ def test_analyze_finds_and_replays_the_spike_from_the_manifest(
 
 
 def test_replay_refuses_a_dataset_whose_rows_changed(hf_run: Path, tmp_path: Path) -> None:
-    """A dataset folder that no longer holds the rows the run trained on: the rebuilt batch's
-    hash differs and the replay says so instead of probing other batches."""
+    """The dataset folder no longer holds the rows the run trained on (re-shuffled): the
+    rebuilt batches' hashes differ, and every replay row says so instead of probing batches
+    the run never saw."""
+    import shutil
+
+    run = tmp_path / "hf_run"
+    shutil.copytree(hf_run, run, ignore=shutil.ignore_patterns("data"))
+    ds = datasets.load_from_disk(str(hf_run / "data"))
+    ds.select(list(range(1, len(ds))) + [0]).save_to_disk(run / "data")
+    result = analyze(run, tmp_path / "out", options=AnalyzeOptions(device="cpu"))
+    with open_store(result.db) as store:
+        details = store.query("SELECT detail FROM replays")["detail"].to_list()
+    assert details and all(
+        d.startswith(f"not run: batches not rebuilt: the batch rebuilt from {run / 'data'} for ")
+        and "does not match the recorder's hash" in d
+        for d in details
+    ), details
+
+
+def test_manifest_index_checks_the_hashes_it_is_asked_to(hf_run: Path, tmp_path: Path) -> None:
     from forensics.replay.hf_data import DataUnavailable
     from forensics.replay.manifest_source import manifest_index, recorded_batches
 
-    with open_store(analyze(hf_run, tmp_path / "o", options=AnalyzeOptions(replay=False)).db) as s:
+    opts = AnalyzeOptions(replay=False, report=False)
+    with open_store(analyze(hf_run, tmp_path / "o", options=opts).db) as s:
         rec = recorded_batches(s, "hf_run")
     assert (
         rec is not None
