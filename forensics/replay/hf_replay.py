@@ -86,7 +86,8 @@ class HFRun:
             self.why = str(exc)
 
     def _load(self) -> None:
-        recorded = recorded_batches(self.store, self.data.run_id)  # forensics.record's manifest
+        folder = self.sources.dataset  # forensics.record's manifest, read from --dataset if given
+        recorded = recorded_batches(self.store, self.data.run_id, folder)
         if not self.ckpts and recorded is None:
             raise DataUnavailable(
                 "no Hugging Face checkpoint-N/ folder ingested (its training_args.bin is needed)"
@@ -99,7 +100,7 @@ class HFRun:
             self.args = replace(self.args, logging_steps=1)
         if recorded is not None:
             self.dataset, self.index = load_recorded(
-                self.store, self.data.run_id, self.data.incidents
+                self.store, self.data.run_id, self.data.incidents, folder
             )
         else:
             self.dataset = load_dataset(self.sources.dataset)

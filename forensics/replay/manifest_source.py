@@ -41,9 +41,15 @@ class RecordedBatches:
     checked: int = 0  # micro-batches whose rebuilt hash was compared (and matched)
 
 
-def recorded_batches(store: Store, run_id: str) -> RecordedBatches | None:
+def recorded_batches(
+    store: Store, run_id: str, folder: Path | None = None
+) -> RecordedBatches | None:
     """The run's recorder records with `sample_indices` and a dataset folder as `source`
-    (None when it has none: no manifest, token-span records, or a loader label)."""
+    (None when it has none: no manifest, token-span records, or a loader label).
+
+    folder: the dataset folder to read instead of the one the records name (`--dataset`,
+    for a dataset that moved since the run); the hashes still decide whether it is the same.
+    """
     frame = store.query(
         "SELECT step, micro, source, extra FROM batches "
         "WHERE run_id = ? AND token_offset IS NULL ORDER BY step, micro",
@@ -65,7 +71,7 @@ def recorded_batches(store: Store, run_id: str) -> RecordedBatches | None:
             indices,
             extra.get("hash"),
         )
-        found.setdefault(str(row["source"]), []).append(item)
+        found.setdefault(str(folder or row["source"]), []).append(item)
     folders = {src: items for src, items in found.items() if Path(src).is_dir()}
     if not folders:
         return None
@@ -126,10 +132,12 @@ def steps_to_check(incidents: Iterable[Any], steps: Iterable[int]) -> set[int]:
     return want
 
 
-def load_recorded(store: Store, run_id: str, incidents: Iterable[Any]) -> tuple[Any, StepIndex]:
+def load_recorded(
+    store: Store, run_id: str, incidents: Iterable[Any], folder: Path | None = None
+) -> tuple[Any, StepIndex]:
     """(the dataset, the manifest's StepIndex) of a recorded run, hashes checked around the
     incidents; DataUnavailable when the run has no such manifest or a hash differs."""
-    rec = recorded_batches(store, run_id)
+    rec = recorded_batches(store, run_id, folder)
     if rec is None:
         raise DataUnavailable("no recorder manifest with sample_indices and a dataset folder")
     dataset = load_dataset(rec.path)

@@ -77,7 +77,7 @@ def replay_run(
     dev = pick_device(device)
     data = load_run(store, run_id)
     incidents = sorted(select_incidents(data, incident_id, step), key=lambda i: i.onset)
-    if not data.records and (is_hf_run(data, src) or recorded_batches(store, run_id)):
+    if not data.records and (is_hf_run(data, src) or recorded_batches(store, run_id, src.dataset)):
         return _replay_hf(store, data, incidents, src, dev, k, progress)
     asked = bool(src.shards) or src.batch_size is not None or src.seq_len is not None
     if not data.records and not data.missing_spans and asked:

@@ -177,11 +177,13 @@ def test_manifest_index_checks_the_hashes_it_is_asked_to(hf_run: Path, tmp_path:
     opts = AnalyzeOptions(replay=False, report=False)
     with open_store(analyze(hf_run, tmp_path / "o", options=opts).db) as s:
         rec = recorded_batches(s, "hf_run")
+        moved = recorded_batches(s, "hf_run", tmp_path)  # --dataset: a folder that moved
     assert (
         rec is not None
         and rec.path == hf_run / "data"
         and sorted(rec.steps) == list(range(1, STEPS + 1))
     )
+    assert moved is not None and moved.path == tmp_path and moved.steps == rec.steps
     ds = datasets.load_from_disk(str(hf_run / "data"))
     manifest_index(rec, ds, [RARE, RARE + 1])
     assert rec.checked == 2
