@@ -111,22 +111,39 @@ def _logit_fn(attn: nn.Module) -> Callable[..., torch.Tensor | None] | None:
 
 
 class LayerProbe:
-    """Forward hooks on each block; they measure only while `armed` and the model trains."""
+    """Forward hooks on each block, registered only while a sampled step is armed (a module
+    with hooks takes PyTorch's slower call path, so they are not left on between samples);
+    they measure while the model trains."""
 
     def __init__(self, model: nn.Module) -> None:
-        self.armed = False
+        self._armed = False
         self.act: dict[int, torch.Tensor] = {}
         self.act_max: dict[int, torch.Tensor] = {}
         self.logit: dict[int, torch.Tensor] = {}
         self.handles: list[Any] = []
-        for i, block in enumerate(find_blocks(model)):
+        self.blocks = find_blocks(model)
+        self.n_blocks = len(self.blocks)
+
+    @property
+    def armed(self) -> bool:
+        return self._armed
+
+    @armed.setter
+    def armed(self, on: bool) -> None:
+        if on and not self.handles:
+            self._register()
+        elif not on and self.handles:
+            self.remove()
+        self._armed = on
+
+    def _register(self) -> None:
+        for i, block in enumerate(self.blocks):
             self.handles.append(block.register_forward_hook(self._act_hook(i)))
             attn = _attention_of(block)
             fn = _logit_fn(attn) if attn is not None else None
             if attn is not None and fn is not None:
                 hook = self._logit_hook(i, fn)
                 self.handles.append(attn.register_forward_pre_hook(hook, with_kwargs=True))
-        self.n_blocks = len(find_blocks(model))
 
     def _live(self, module: nn.Module) -> bool:
         return self.armed and module.training and torch.is_grad_enabled()
@@ -162,7 +179,8 @@ class LayerProbe:
         out = {f"act_norm/{i}": v for i, v in sorted(self.act.items())}
         out.update({f"act_max/{i}": v for i, v in sorted(self.act_max.items())})
         out.update({f"max_attn_logit/{i}": v for i, v in sorted(self.logit.items())})
-        self.act, self.act_max, self.logit, self.armed = {}, {}, {}, False
+        self.act, self.act_max, self.logit = {}, {}, {}
+        self.armed = False
         return out
 
     def remove(self) -> None:

@@ -9,6 +9,10 @@ optimizer step has no callback of its own: `on_train_batch_end` of the micro-bat
 moved `trainer.global_step` closes the step. The step loss is the mean of the micro-batches'
 `training_step` losses. Sample indices are read from the train dataloader's sampler as it
 yields them (per rank: Lightning gives each rank its own DistributedSampler).
+
+`data_source`: where the training rows live, when the dataloader reads a
+`datasets.save_to_disk` folder (or the caller's batches do not name a `source` themselves);
+with it, `forensics analyze` rebuilds each batch from its sample indices and checks its hash.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ class ForensicsLightningCallback(pl.Callback):  # type: ignore[misc]
         log_every: int = 20,
         stats_every: int = 10,
         layers_every: int = 100,
+        data_source: str | Path | None = None,
     ) -> None:
         self.run_dir = run_dir
+        self.data_source = str(Path(data_source).resolve()) if data_source else None
         self.settings: dict[str, Any] = {
             "log_every": log_every, "stats_every": stats_every, "layers_every": layers_every,
         }  # fmt: skip
@@ -58,7 +64,10 @@ class ForensicsLightningCallback(pl.Callback):  # type: ignore[misc]
             "grad_clip": float(clip) if clip else None,
             "gradient_accumulation_steps": trainer.accumulate_grad_batches,
             "total_steps": trainer.max_steps if trainer.max_steps > 0 else None,
-            "data": {"sampler": sampler_name(trainer.train_dataloader)},
+            "data": {
+                "sampler": sampler_name(trainer.train_dataloader),
+                **({"train_dataset": self.data_source} if self.data_source else {}),
+            },
         }
         self.rec.write_config(pl_module, optimizer, **{k: v for k, v in extra.items() if v})
 
@@ -120,7 +129,7 @@ class ForensicsLightningCallback(pl.Callback):  # type: ignore[misc]
         indices = take(self._indices, rows)
         if indices is not None:
             fields.setdefault("sample_indices", indices)
-        fields.setdefault("source", "train_dataloader")
+        fields.setdefault("source", self.data_source or "train_dataloader")
         return fields
 
 

@@ -41,31 +41,82 @@ class PendingBatch:
     mask: torch.Tensor | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_record(self, manifest_dir: Path) -> dict[str, Any]:
-        """The JSON record (host copies of tokens and mask happen here, at the flush)."""
+    def to_record(
+        self, manifest_dir: Path, ids: np.ndarray | None = None, lengths: list[int] | None = None
+    ) -> dict[str, Any]:
+        """The JSON record; `ids` (B, T) int64 and `lengths` are the host copies of the
+        tokens and per-row lengths (`to_records` makes them for a whole interval at once)."""
         rec: dict[str, Any] = {"step": self.step, "micro": self.micro}
         rec.update(self.fields)
         rec.update(self.extra)
         if "source" in rec:
             rec["source"] = _relative_source(str(rec["source"]), manifest_dir)
-        if self.tokens is not None:
-            ids = self.tokens.detach().to("cpu", torch.int64)
-            if ids.dim() == 1:
-                ids = ids.unsqueeze(0)
+        if ids is None and self.tokens is not None:
+            ids = _host_ids(self.tokens)
+        if ids is not None:
             rec.setdefault("batch_size", int(ids.shape[0]))
             rec.setdefault("seq_len", int(ids.shape[-1]))
-            rec["lengths"] = _lengths(ids, self.mask)
-            arr = np.ascontiguousarray(ids.numpy(), dtype="<i8")
-            rec["hash"] = "sha256:" + hashlib.sha256(arr.tobytes()).hexdigest()
+            rec["lengths"] = lengths if lengths is not None else [int(ids.shape[-1])] * len(ids)
+            rec["hash"] = batch_hash(ids)
         if "source" not in rec:
             rec["source"] = UNRECORDED
         return rec
 
 
-def _lengths(ids: torch.Tensor, mask: torch.Tensor | None) -> list[int]:
-    if mask is None or tuple(mask.shape) != tuple(ids.shape):
-        return [int(ids.shape[-1])] * int(ids.shape[0])
-    return [int(n) for n in mask.detach().to("cpu").reshape(ids.shape[0], -1).sum(-1).tolist()]
+def batch_hash(ids: np.ndarray | torch.Tensor) -> str:
+    """`sha256:` + hex SHA-256 of the token ids as a row-major little-endian int64 array.
+
+    The definition replay re-checks (docs/recorder.md): pass the (batch_size, seq_len) ids.
+    """
+    if isinstance(ids, torch.Tensor):
+        ids = _host_ids(ids)
+    arr = np.ascontiguousarray(ids, dtype="<i8")
+    return "sha256:" + hashlib.sha256(arr.tobytes()).hexdigest()
+
+
+def _host_ids(tokens: torch.Tensor) -> np.ndarray:
+    ids = tokens.detach().to("cpu", torch.int64)
+    return (ids.unsqueeze(0) if ids.dim() == 1 else ids).numpy()
+
+
+def to_records(batches: list[PendingBatch], manifest_dir: Path) -> list[dict[str, Any]]:
+    """The records of an interval's micro-batches, with one device-to-host copy for all of
+    their token ids and one for their attention masks (not one per micro-batch)."""
+    with_tokens = [b for b in batches if b.tokens is not None]
+    ids = _host_batches([b.tokens for b in with_tokens])  # type: ignore[misc]
+    masks = [
+        b.mask if b.mask is not None and b.mask.numel() == b.tokens.numel() else None  # type: ignore[union-attr]
+        for b in with_tokens
+    ]
+    present = [m for m in masks if m is not None]
+    host_masks = iter(_host_batches(present)) if present else iter(())
+    by_id: dict[int, tuple[np.ndarray, list[int]]] = {}
+    for b, arr, mask in zip(with_tokens, ids, masks, strict=True):
+        arr = arr.reshape(1, -1) if arr.ndim == 1 else arr
+        if mask is None:
+            lengths = [int(arr.shape[-1])] * int(arr.shape[0])
+        else:
+            lengths = [int(n) for n in next(host_masks).reshape(arr.shape[0], -1).sum(-1)]
+        by_id[id(b)] = (arr, lengths)
+    out = []
+    for b in batches:
+        arr_len = by_id.get(id(b))
+        out.append(b.to_record(manifest_dir, *(arr_len or (None, None))))
+    return out
+
+
+def _host_batches(tensors: list[torch.Tensor]) -> list[np.ndarray]:
+    """Each tensor as an int64 host array, through one concatenated copy per device."""
+    if not tensors:
+        return []
+    flat = torch.cat([t.detach().reshape(-1).to(torch.int64) for t in tensors])
+    host = flat.cpu().numpy()
+    out, start = [], 0
+    for t in tensors:
+        n = t.numel()
+        out.append(host[start : start + n].reshape(t.shape))
+        start += n
+    return out
 
 
 @lru_cache(maxsize=256)  # a run names a few shards many times

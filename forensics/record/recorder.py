@@ -22,7 +22,7 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -33,7 +33,14 @@ from torch import nn
 from forensics.record import stats
 from forensics.record.config import run_config
 from forensics.record.layers import LayerProbe
-from forensics.record.manifest import PendingBatch, pending, split_micro
+from forensics.record.manifest import (
+    _INDEX_KEYS,
+    _MASK_KEYS,
+    _TOKEN_KEYS,
+    pending,
+    split_micro,
+    to_records,
+)
 
 FOLDER = "forensics"
 METRICS = "metrics.jsonl"
@@ -44,19 +51,29 @@ FORMAT_VERSION = 1
 # How each per-step tensor is combined across ranks. Replicated values (DDP keeps parameters,
 # gradients and Adam state identical on every rank) are averaged, which leaves them as they
 # are; a sharded model's sums of squares and element counts are summed.
-_MEAN = ("loss", "loss_scale", "g_sq_global")
+_MEAN = ("loss", "loss_scale", "g_norm")
 _NORM_PARTS = ("g_sq", "p_sq", "u_sq", "v_sq", "m_sq", "v_sum", "v_count")
 _MAX = ("v_max", "skipped")
 
 
-@dataclass
+Scalar = torch.Tensor | float
+
+
+@dataclass(slots=True)
 class _Row:
+    """One step as it was recorded: device values are kept as given (no op, no sync) until
+    the flush turns every row's values into a few stacked columns."""
+
     step: int
-    dev: dict[str, torch.Tensor] = field(default_factory=dict)  # reduced across ranks
-    local: dict[str, torch.Tensor] = field(default_factory=dict)  # rank 0's own (layers)
-    host: dict[str, float] = field(default_factory=dict)
-    tokens: float = 0.0
-    seconds: float = 0.0
+    loss: Scalar | None  # the step loss as the caller handed it (any shape: its mean)
+    grad: Scalar | None  # the pre-clip norm, or its square for key "g_sq" (see g_key)
+    g_key: str
+    lr: float
+    wall_time: float
+    seconds: float
+    tokens: float | None  # None: the token positions of its recorded batches (at the flush)
+    dev: dict[str, torch.Tensor] | None = None  # stats-step and AMP values, reduced over ranks
+    local: dict[str, torch.Tensor] | None = None  # rank 0's own (layer samples)
 
 
 class Recorder:
@@ -99,10 +116,13 @@ class Recorder:
         self._params: list[torch.Tensor] = []
         self._probe: LayerProbe | None = None
         self._rows: list[_Row] = []
-        self._pending: list[PendingBatch] = []
+        # micro-batches as handed over, read at the flush: (step, micro, batch) of the steps
+        # done, and (micro, batch) of the step in progress
+        self._pending: list[tuple[int, int, Any]] = []
+        self._open: list[tuple[int, Any]] = []
         self._micro = 0
-        self._g_sq: torch.Tensor | None = None
-        self._g_key = "g_sq"  # g_sq_global: a norm the framework reduced across ranks already
+        self._g: Scalar | None = None
+        self._g_key = "g_sq"  # g_norm: a norm the framework reduced across ranks already
         self._before: list[torch.Tensor] | None = None
         self._scale_before: torch.Tensor | None = None
         self._t_last = time.perf_counter()
@@ -157,7 +177,7 @@ class Recorder:
     def record_batch(self, batch: Any, micro: int | None = None) -> None:
         """Note one micro-batch of the step in progress (call once per micro-batch)."""
         m = self._micro if micro is None else micro
-        self._pending.append(pending(self.step + 1, m, batch))
+        self._open.append((m, _kept(batch)))
         self._micro = m + 1
 
     def after_backward(
@@ -177,13 +197,14 @@ class Recorder:
         """
         if not self._params:
             self.watch(model)
-        if grad_norm is not None:
-            norm = torch.as_tensor(grad_norm).detach().float().reshape(())
-            self._g_sq, self._g_key = norm * norm, "g_sq_global"
+        if grad_norm is not None:  # kept as handed over: squared at the flush, with the rest
+            norm = grad_norm.detach() if isinstance(grad_norm, torch.Tensor) else grad_norm
+            self._g, self._g_key = norm, "g_norm"
         elif measure:
-            self._g_sq, self._g_key = stats.sq_sum(stats.grads_of(self._params)), "g_sq"
-        self._scale_before = stats.loss_scale_of(scaler)
-        if self._stats_due():
+            self._g, self._g_key = stats.sq_sum(stats.grads_of(self._params)), "g_sq"
+        if scaler is not None:
+            self._scale_before = stats.loss_scale_of(scaler)
+        if (self.step + 1) % self.stats_every == 0:
             self._before = stats.snapshot(self._params)
 
     def after_step(
@@ -213,66 +234,55 @@ class Recorder:
             for mb in split_micro(batch):
                 self.record_batch(mb)
         this = self.step + 1 if step is None else step
-        for p in self._pending:
-            if p.step == self.step + 1:
-                p.step = this
-        row = _Row(this)
-        self._measure(row, optimizer, loss, scaler, skipped)
+        self._pending += [(this, m, b) for m, b in self._open]
+        self._open = []
+        if loss is not None and isinstance(loss, torch.Tensor):
+            loss = loss.detach()
         now = time.perf_counter()
-        row.seconds, self._t_last = now - self._t_last, now
-        row.tokens = float(tokens) if tokens is not None else self._tokens_of(this)
-        row.host["lr"] = float(lr if lr is not None else _lr_of(optimizer))
-        row.host["wall_time"] = round(time.time(), 3)
+        row = _Row(
+            this, loss, self._g, self._g_key,
+            lr=float(lr if lr is not None else _lr_of(optimizer)),
+            wall_time=time.time(), seconds=now - self._t_last,
+            tokens=float(tokens) if tokens is not None else None,
+        )  # fmt: skip
+        self._t_last = now
+        if self._before is not None or self._scale_before is not None or skipped is not None:
+            row.dev = self._measure(optimizer, scaler, skipped)
+        if self._probe is not None and self._probe.armed:
+            row.local = self._probe.take()
         self._rows.append(row)
         self.step, self._micro = this, 0
-        self._g_sq, self._before, self._scale_before = None, None, None
+        self._g, self._before, self._scale_before = None, None, None
         self._arm_layers()
         if len(self._rows) >= self.log_every:
             self.flush()
 
     def _measure(
         self,
-        row: _Row,
         optimizer: torch.optim.Optimizer,
-        loss: torch.Tensor | float | None,
         scaler: Any,
         skipped: bool | torch.Tensor | None,
-    ) -> None:
-        if loss is not None:
-            t = loss.detach() if isinstance(loss, torch.Tensor) else torch.tensor(float(loss))
-            row.dev["loss"] = t.float().reshape(-1).mean() if t.numel() else t.float().sum()
-        if self._g_sq is not None:
-            row.dev[self._g_key] = self._g_sq
+    ) -> dict[str, torch.Tensor]:
+        """The stats-step statistics (parameters, update, Adam) and the AMP values."""
+        dev: dict[str, torch.Tensor] = {}
         if self._before is not None:
-            row.dev["p_sq"] = stats.sq_sum(self._params)  # type: ignore[assignment]
+            p_sq = stats.sq_sum(self._params)
+            if p_sq is not None:
+                dev["p_sq"] = p_sq
             u = stats.update_sq(self._params, self._before)
             if u is not None:
-                row.dev["u_sq"] = u
-            row.dev.update(stats.adam_moments(optimizer))
+                dev["u_sq"] = u
+            dev.update(stats.adam_moments(optimizer))
         scale = self._scale_before
         if scale is not None:
-            row.dev["loss_scale"] = scale
+            dev["loss_scale"] = scale
             after = stats.loss_scale_of(scaler)
             if skipped is None and after is not None:
                 skipped = after.to(scale.device) < scale
         if skipped is not None:
             flag = skipped if isinstance(skipped, torch.Tensor) else torch.tensor(bool(skipped))
-            row.dev["skipped"] = flag.float().reshape(())
-        if self._probe is not None:
-            row.local.update(self._probe.take())
-        dev = next(iter(row.dev.values())).device if row.dev else None
-        if dev is not None and any(v.device != dev for v in row.dev.values()):
-            row.dev = {k: v.to(dev) for k, v in row.dev.items()}  # one device for the flush
-
-    def _tokens_of(self, step: int) -> float:
-        total = 0
-        for p in self._pending:
-            if p.step == step and p.tokens is not None:
-                total += p.tokens.numel()
-        return float(total)
-
-    def _stats_due(self) -> bool:
-        return (self.step + 1) % self.stats_every == 0
+            dev["skipped"] = flag.float().reshape(())
+        return dev
 
     def _arm_layers(self) -> None:
         if self._probe is not None and self.layers_every:
@@ -282,17 +292,23 @@ class Recorder:
     def flush(self) -> None:
         """Move the interval's statistics to the host (one transfer) and write them."""
         rows, self._rows = self._rows, []
-        done = [p for p in self._pending if p.step <= self.step]
-        self._pending = [p for p in self._pending if p.step > self.step]
-        records = [p.to_record(self.dir) for p in done]
+        done = [pending(step, m, batch) for step, m, batch in self._pending]
+        self._pending = []
+        counted: dict[int, float] = {}
+        for b in done:
+            if b.tokens is not None:
+                counted[b.step] = counted.get(b.step, 0.0) + b.tokens.numel()
+        for row in rows:
+            if row.tokens is None:
+                row.tokens = counted.get(row.step, 0.0)
+        records = to_records(done, self.dir)
         values = _host_values(rows, self.world, bool(self.sharded))
         records = _gather_records(records, self.rank, self.world)
         if self.rank != 0 or self._metrics is None or self._batches is None:
             return
-        for row, vals in zip(rows, values, strict=True):
-            self._metrics.write(json.dumps(_metrics_row(row, vals)) + "\n")
-        for rec in records:
-            self._batches.write(json.dumps(rec, default=str) + "\n")
+        pairs = zip(rows, values, strict=True)
+        self._metrics.write("".join(json.dumps(_metrics_row(r, v)) + "\n" for r, v in pairs))
+        self._batches.write("".join(json.dumps(rec, default=str) + "\n" for rec in records))
         self._metrics.flush()
         self._batches.flush()
 
@@ -326,6 +342,18 @@ class Recorder:
 
 
 # ----- helpers ------------------------------------------------------------------------------
+_KEPT_TENSORS = frozenset(_TOKEN_KEYS + _MASK_KEYS + _INDEX_KEYS)
+
+
+def _kept(batch: Any) -> Any:
+    """A micro-batch mapping as the flush will read it: a shallow copy (the caller may reuse
+    the dict) without the tensors the record does not read (labels, pixel values...), so
+    that they are not held until the flush."""
+    if type(batch) is dict:
+        return {k: v for k, v in batch.items() if k in _KEPT_TENSORS or not torch.is_tensor(v)}
+    return batch
+
+
 def _rank_world() -> tuple[int, int]:
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
@@ -351,34 +379,81 @@ def _lr_of(optimizer: torch.optim.Optimizer) -> float:
     return float(lr)
 
 
+def _column(values: list[Scalar], device: torch.device) -> torch.Tensor:
+    """One fp32 vector on `device`, each value reduced to its mean (a loss may be a vector).
+
+    The common case (every value a tensor of one shape, dtype and device) is a single stack.
+    """
+    first = values[0]
+    if isinstance(first, torch.Tensor) and all(
+        isinstance(v, torch.Tensor)
+        and v.shape == first.shape
+        and v.dtype == first.dtype
+        and v.device == first.device
+        for v in values
+    ):
+        col = torch.stack(values).to(device, torch.float32)  # type: ignore[arg-type]
+        return col.reshape(len(values), -1).mean(1) if first.numel() != 1 else col.reshape(-1)
+    return torch.stack([
+        torch.as_tensor(v).detach().to(device, torch.float32).reshape(-1).mean() for v in values
+    ])  # fmt: skip
+
+
 def _host_values(rows: list[_Row], world: int, sharded: bool) -> list[dict[str, float]]:
-    """Every row's device values as floats, reduced across ranks: one transfer in all."""
+    """Every row's device values as floats, reduced across ranks: one transfer in all.
+
+    The values are gathered per key into columns (one stack each), the columns joined into a
+    SUM vector and a MAX vector for the all-reduce and a vector of rank 0's own samples.
+    """
     if not rows:
         return []
-    sums: list[tuple[int, str, torch.Tensor]] = []
-    maxes: list[tuple[int, str, torch.Tensor]] = []
-    local: list[tuple[int, str, torch.Tensor]] = []
+    cols: dict[str, tuple[list[int], list[Scalar]]] = {}
+    local: dict[str, tuple[list[int], list[Scalar]]] = {}
+
+    def put(into: dict[str, tuple[list[int], list[Scalar]]], i: int, key: str, v: Scalar) -> None:
+        idx, vals = into.setdefault(key, ([], []))
+        idx.append(i)
+        vals.append(v)
+
     for i, row in enumerate(rows):
-        for key, t in row.dev.items():
-            (maxes if key in _MAX else sums).append((i, key, t.float().reshape(())))
-        local.extend((i, k, t.float().reshape(())) for k, t in row.local.items())
-        sums.append((i, "tokens", torch.tensor(row.tokens)))
-    device = next((t.device for _, _, t in sums + maxes if t.device.type != "cpu"), None)
-    device = device or torch.device("cpu")
-    sum_vec = torch.stack([t.to(device) for _, _, t in sums])
-    max_vec = torch.stack([t.to(device) for _, _, t in maxes]) if maxes else sum_vec[:0]
+        if row.loss is not None:
+            put(cols, i, "loss", row.loss)
+        if row.grad is not None:
+            put(cols, i, row.g_key, row.grad)
+        for key, t in (row.dev or {}).items():
+            put(cols, i, key, t)
+        for key, t in (row.local or {}).items():
+            put(local, i, key, t)
+    device = next(
+        (v.device for _, vals in cols.values() for v in vals[:1]
+         if isinstance(v, torch.Tensor) and v.device.type != "cpu"),
+        torch.device("cpu"),
+    )  # fmt: skip
+    order_sum = [k for k in cols if k not in _MAX]
+    order_max = [k for k in cols if k in _MAX]
+    parts = [_column(cols[k][1], device) for k in order_sum]
+    parts.append(torch.tensor([row.tokens for row in rows], device=device))
+    sum_vec = torch.cat(parts)
+    max_vec = torch.cat([_column(cols[k][1], device) for k in order_max]) if order_max else None
     if world > 1:
         dist = torch.distributed
         dist.all_reduce(sum_vec, op=dist.ReduceOp.SUM)
-        if maxes:
+        if max_vec is not None:
             dist.all_reduce(max_vec, op=dist.ReduceOp.MAX)
-    loc_vec = torch.stack([t.to(device) for _, _, t in local]) if local else sum_vec[:0]
-    flat = torch.cat([sum_vec, max_vec, loc_vec]).double().cpu().tolist()  # the one sync
+    loc = [_column(local[k][1], device) for k in local]
+    vecs = [sum_vec] + ([max_vec] if max_vec is not None else []) + loc
+    flat = iter(torch.cat(vecs).double().cpu().tolist())  # the one sync
     out: list[dict[str, float]] = [{} for _ in rows]
-    for (i, key, _), value in zip(sums + maxes + local, flat, strict=True):
-        if world > 1 and (key in _MEAN or (key in _NORM_PARTS and not sharded)):
-            value /= world
-        out[i][key] = value
+    for key in order_sum:
+        divide = world > 1 and (key in _MEAN or (key in _NORM_PARTS and not sharded))
+        for i in cols[key][0]:
+            value = next(flat)
+            out[i][key] = value / world if divide else value
+    for i in range(len(rows)):
+        out[i]["tokens"] = next(flat)
+    for key in [*order_max, *local]:
+        for i in (cols if key in cols else local)[key][0]:
+            out[i][key] = next(flat)
     return out
 
 
@@ -404,8 +479,10 @@ def _metrics_row(row: _Row, vals: dict[str, float]) -> dict[str, Any]:
     out: dict[str, Any] = {"step": row.step}
     if "loss" in vals:
         out["loss"] = vals["loss"]
-    g_sq = vals.get("g_sq", vals.get("g_sq_global"))
-    if g_sq is not None:
+    if "g_norm" in vals:
+        out["grad_norm"] = _f32(vals["g_norm"])
+    elif "g_sq" in vals:
+        g_sq = vals["g_sq"]
         out["grad_norm"] = math.sqrt(g_sq) if g_sq >= 0 else math.nan
     for key, name in (("p_sq", "param_norm"), ("u_sq", "update_norm")):
         if key in vals:
@@ -416,7 +493,7 @@ def _metrics_row(row: _Row, vals: dict[str, float]) -> dict[str, Any]:
         out["adam_v_max"] = _f32(vals["v_max"])
     if "m_sq" in vals:
         out["adam_m_norm"] = _f32(math.sqrt(vals["m_sq"]))
-    out["lr"] = _f32(row.host["lr"])
+    out["lr"] = _f32(row.lr)
     if "loss_scale" in vals:
         out["loss_scale"] = vals["loss_scale"]
     if "skipped" in vals:
@@ -424,9 +501,9 @@ def _metrics_row(row: _Row, vals: dict[str, float]) -> dict[str, Any]:
     tokens = vals.get("tokens", 0.0)
     if tokens and row.seconds > 0:
         out["tokens_per_s"] = round(tokens / row.seconds, 1)
-    out["wall_time"] = row.host["wall_time"]
-    for key in sorted(vals, key=_layer_order):
-        if "/" in key:
+    out["wall_time"] = round(row.wall_time, 3)
+    if row.local:  # the sampled layer statistics, in layer order
+        for key in sorted((k for k in vals if "/" in k), key=_layer_order):
             out[key] = _f32(vals[key])
     return out
 

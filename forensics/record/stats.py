@@ -10,7 +10,6 @@ that a sharded model's pieces can be summed across ranks before the square root.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -39,42 +38,61 @@ def grads_of(params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 @torch.no_grad()
 def snapshot(params: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """A copy of the parameters, to measure the update the optimizer applies next."""
-    return list(torch._foreach_mul(list(params), 1.0))
+    return [p.detach().clone() for p in params]
 
 
 @torch.no_grad()
-def update_sq(
-    params: Sequence[torch.Tensor], before: Sequence[torch.Tensor]
-) -> torch.Tensor | None:
-    """Squared norm of (after - before), the update the optimizer step applied."""
+def update_sq(params: Sequence[torch.Tensor], before: list[torch.Tensor]) -> torch.Tensor | None:
+    """Squared norm of (after - before), the update the optimizer step applied.
+
+    The difference is taken in place in `before` (the snapshot is not used again), so no
+    second copy of the parameters is allocated.
+    """
     if not before:
         return None
-    return sq_sum(torch._foreach_sub(list(params), list(before)))
+    torch._foreach_sub_(before, list(params))
+    return sq_sum(before)
+
+
+def _max_of(vs: list[torch.Tensor]) -> torch.Tensor:
+    """The largest element over tensors (fused where torch has `_foreach_max`).
+
+    Not `_foreach_norm(vs, inf)`: on CPU it costs ten times an L2 norm; v >= 0 anyway.
+    """
+    fused = getattr(torch, "_foreach_max", None)
+    parts = fused(vs) if fused is not None else [v.max() for v in vs]
+    return _stacked(parts).max()
 
 
 @torch.no_grad()
 def adam_moments(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
     """Sums over Adam's state: v (exp_avg_sq) sum, sum of squares, max, count; m sum of squares.
 
-    v is non-negative, so its sum is its L1 norm and its max its inf-norm: three fused
-    `_foreach_norm` calls cover it. Empty for an optimizer without Adam state (SGD) or before
-    its first step.
+    v is non-negative, so its sum is a plain sum and its max its inf-norm. Empty for an
+    optimizer without Adam state (SGD) or before its first step.
     """
-    vs = [s["exp_avg_sq"] for s in optimizer.state.values() if "exp_avg_sq" in s]
-    vs = [v for v in vs if v.numel()]
-    ms = [s["exp_avg"] for s in optimizer.state.values() if "exp_avg" in s]
+    vs: list[torch.Tensor] = []
+    ms: list[torch.Tensor] = []
+    for s in optimizer.state.values():
+        v = s.get("exp_avg_sq")
+        if isinstance(v, torch.Tensor) and v.numel():
+            vs.append(v)
+        m = s.get("exp_avg")
+        if isinstance(m, torch.Tensor) and m.numel():
+            ms.append(m)
     if not vs:
         return {}
+    count = float(sum(v.numel() for v in vs))
     out = {
-        "v_sum": _stacked(torch._foreach_norm(vs, 1)).sum(),
-        "v_sq": _stacked(torch._foreach_norm(vs, 2)).pow(2).sum(),
-        "v_max": _stacked(torch._foreach_norm(vs, math.inf)).max(),
-        "v_count": torch.tensor(float(sum(v.numel() for v in vs)), device=vs[0].device),
+        "v_sum": _stacked([v.sum() for v in vs]).sum(),
+        "v_sq": sq_sum(vs),
+        "v_max": _max_of(vs),
+        "v_count": torch.full((), count, device=vs[0].device),
     }
     m_sq = sq_sum(ms)
     if m_sq is not None:
         out["m_sq"] = m_sq
-    return out
+    return out  # type: ignore[return-value]
 
 
 def loss_scale_of(scaler: object | None) -> torch.Tensor | None:

@@ -223,6 +223,8 @@ def _watch_class() -> type:
                 }
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if args.logging_steps == 1:  # a resumed state keeps the checkpoint's interval
+                control.should_log = True
             if state.global_step >= self.end:
                 control.should_training_stop = True
 

@@ -13,6 +13,7 @@ line, and the others still run.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from forensics.replay.hf_model import (
     probe_batch,
     rerun,
 )
+from forensics.replay.manifest_source import load_recorded, recorded_batches
 from forensics.replay.measure import Batch, token_losses
 from forensics.replay.plan import excess, make_plan
 from forensics.replay.probes import data_corruption as dc
@@ -84,16 +86,29 @@ class HFRun:
             self.why = str(exc)
 
     def _load(self) -> None:
-        if not self.ckpts:
+        folder = self.sources.dataset  # forensics.record's manifest, read from --dataset if given
+        recorded = recorded_batches(self.store, self.data.run_id, folder)
+        if not self.ckpts and recorded is None:
             raise DataUnavailable(
                 "no Hugging Face checkpoint-N/ folder ingested (its training_args.bin is needed)"
             )
-        self.args = load_training_args(Path(self.ckpts[-1].path) / "training_args.bin")
-        self.dataset = load_dataset(self.sources.dataset)
-        last = max(self.data.steps_logged("loss"), default=0)
-        folders = [Path(c.path) for c in reversed(self.ckpts)]
-        self.collator = run_collator(self.dataset, [*folders, folders[0].parent])
-        self.index = index_steps(self.args, self.dataset, last, self.collator)
+        if self.ckpts:
+            self.args = load_training_args(Path(self.ckpts[-1].path) / "training_args.bin")
+        if recorded is not None and self.sources.dataset is None:
+            self.sources = replace(self.sources, dataset=recorded.path)
+        if recorded is not None and self.args is not None:  # recorded losses are per step
+            self.args = replace(self.args, logging_steps=1)
+        if recorded is not None:
+            self.dataset, self.index = load_recorded(
+                self.store, self.data.run_id, self.data.incidents, folder
+            )
+            self.collator = self.index.collate
+        else:
+            self.dataset = load_dataset(self.sources.dataset)
+            last = max(self.data.steps_logged("loss"), default=0)
+            folders = [Path(c.path) for c in reversed(self.ckpts)]
+            self.collator = run_collator(self.dataset, [*folders, folders[0].parent])
+            self.index = index_steps(self.args, self.dataset, last, self.collator)
         seq, src = len(self.dataset[0]["input_ids"]), str(self.sources.dataset)
         for step, micro in self.index.steps.items():  # the plan picks controls among these
             self.data.records[step] = [

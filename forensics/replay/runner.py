@@ -22,6 +22,7 @@ import torch
 from forensics.errors import ReplayError, SimulationError
 from forensics.replay.context import Incident, RunData, load_run, replayable, select_incidents
 from forensics.replay.hf_replay import is_hf_run
+from forensics.replay.manifest_source import recorded_batches
 from forensics.replay.plan import make_plan
 from forensics.replay.probes import data_corruption, optimizer, overflow, rare_tokens
 from forensics.replay.probes.base import Session
@@ -76,7 +77,7 @@ def replay_run(
     dev = pick_device(device)
     data = load_run(store, run_id)
     incidents = sorted(select_incidents(data, incident_id, step), key=lambda i: i.onset)
-    if not data.records and is_hf_run(data, src):
+    if not data.records and (is_hf_run(data, src) or recorded_batches(store, run_id, src.dataset)):
         return _replay_hf(store, data, incidents, src, dev, k, progress)
     asked = bool(src.shards) or src.batch_size is not None or src.seq_len is not None
     if not data.records and not data.missing_spans and asked:

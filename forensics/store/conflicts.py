@@ -7,6 +7,9 @@ move an incident's end); silently keeping one would hide evidence. So after ever
 of a run, each (step, metric) logged more than once keeps exactly one value in `metrics`,
 chosen by this precedence (first difference decides):
 
+0. the recorder's `forensics/metrics.jsonl` (forensics.record) beats every other source: it
+   holds each step's exact value measured in the training process, where the trainer's own
+   logs average or round it (trainer_state.json averages the loss over logging_steps);
 1. a structured source (JSONL, CSV, TensorBoard, trainer_state.json, ...) beats a text log
    (its numbers are printed, rounded, and parsed back by a regex);
 2. a canonical name (`loss`) beats an alias (`train/loss`) of the same metric;
@@ -28,6 +31,8 @@ from dataclasses import dataclass
 import duckdb
 
 _DUPS = "_forensics_dups"
+# what forensics.record writes (forensics/record/recorder.py: FOLDER/METRICS), any separator
+RECORDER_PATH = r"(^|[/\\])forensics[/\\]metrics\.jsonl$"
 _KEEP = "_forensics_keep"
 
 
@@ -105,15 +110,17 @@ def resolve(
         "r.wall_time, r.vals[c.slot] AS value FROM metric_columns c JOIN metric_rows r "
         "USING (block_id) WHERE c.run_id = $run AND list_contains($metrics, c.metric)), "
         "ranked AS (SELECT s.*, "
+        "regexp_matches(s.source, $recorder) AS recorded, "
         "coalesce(NOT list_contains($texts, src.format), true) AS structured, "
         "s.raw_name = s.metric AS canonical, "
         "min(s.step) OVER (PARTITION BY s.source, s.raw_name, s.metric) AS segment, "
         "count(*) OVER (PARTITION BY s.metric, s.step) AS n "
         "FROM series s LEFT JOIN sources src ON src.run_id = $run AND src.path = s.source) "
-        "SELECT *, row_number() OVER (PARTITION BY metric, step ORDER BY structured DESC, "
+        "SELECT *, row_number() OVER (PARTITION BY metric, step ORDER BY recorded DESC, "
+        "structured DESC, "
         "canonical DESC, segment DESC, source DESC, raw_name DESC) AS pick "
         "FROM ranked WHERE n > 1",
-        {"run": run_id, "metrics": metrics, "texts": texts},
+        {"run": run_id, "metrics": metrics, "texts": texts, "recorder": RECORDER_PATH},
     )
     try:
         return _move_losers(con, run_id)
@@ -130,7 +137,8 @@ def _move_losers(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Conflict]:
         "INSERT INTO conflicts (run_id, step, metric, value, wall_time, raw_name, source, "
         "kept_value, kept_raw_name, kept_source, rule) "
         "SELECT $run, l.step, l.metric, l.value, l.wall_time, l.raw_name, l.source, k.value, "
-        "k.raw_name, k.source, CASE WHEN k.structured <> l.structured THEN 'structured source' "
+        "k.raw_name, k.source, CASE WHEN k.recorded <> l.recorded THEN 'recorder' "
+        "WHEN k.structured <> l.structured THEN 'structured source' "
         "WHEN k.canonical <> l.canonical THEN 'canonical name' "
         "WHEN k.segment <> l.segment THEN 'later resume segment' ELSE 'path order' END "
         f"FROM {_DUPS} l JOIN {_DUPS} k ON k.metric = l.metric AND k.step = l.step "
