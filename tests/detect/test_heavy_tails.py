@@ -43,6 +43,33 @@ def test_the_same_jump_with_its_gradient_is_an_incident(frame, rules) -> None:  
     assert [i.peak_step for i in det.incidents] == [3001]
 
 
+# Written by the real HF Trainer with forensics.record (tests/record's recorded run, 50 steps,
+# a rare-token batch at step 38): per-step loss and pre-clip gradient norm, 3 decimals.
+HF_LOSS = [
+    4.833, 4.795, 4.737, 4.651, 4.498, 4.432, 4.453, 4.355, 4.323, 4.235, 4.152, 4.075, 4.049,
+    4.045, 4.002, 4.012, 3.979, 3.742, 3.839, 3.732, 3.667, 3.911, 3.929, 3.762, 3.527, 3.711,
+    3.721, 3.646, 3.5, 3.733, 3.682, 3.649, 3.748, 3.42, 3.581, 3.892, 3.73, 7.624, 3.749,
+    3.514, 3.773, 3.317, 3.883, 3.769, 3.72, 3.593, 3.329, 3.561, 3.74, 3.909,
+]  # fmt: skip
+HF_GRAD = [
+    1.069, 1.41, 1.276, 1.332, 1.615, 1.686, 1.779, 1.182, 1.203, 1.358, 1.152, 1.178, 1.138,
+    1.01, 0.996, 0.926, 0.727, 1.164, 1.44, 1.157, 0.828, 0.7, 0.633, 0.513, 0.838, 0.556,
+    0.528, 0.606, 7.817, 0.541, 0.543, 0.637, 0.474, 0.719, 0.619, 0.773, 0.74, 3.621, 0.685,
+    0.732, 0.531, 0.966, 0.838, 3.95, 1.133, 3.644, 0.807, 0.587, 0.948, 0.871,
+]  # fmt: skip
+
+
+def test_a_batch_gradient_early_in_training_is_not_read_as_noise(frame, rules) -> None:  # type: ignore[no-untyped-def]
+    # The gradient norm falls from ~1.7 to ~0.6 over the first 30 steps; then the rare-token
+    # batch doubles the loss and lifts the gradient 5x. A spread taken around one median of
+    # the falling precursor read that as "within its own noise" and filed a near-miss.
+    det = detect_data(
+        run_data(frame(np.array(HF_LOSS), grad_norm=np.array(HF_GRAD)), {}, "t"), rules
+    )
+    assert 38 in [i.peak_step for i in det.incidents]
+    assert not [m for m in det.near_misses if m.metric == "loss" and m.step == 38]
+
+
 def test_a_jump_is_kept_when_the_gradient_cannot_speak(frame, rules) -> None:  # type: ignore[no-untyped-def]
     # loss only, or a gradient logged every 4th step (a batch's one-step gradient falls
     # between the points): the log cannot tell noise from a batch, so it stays an incident
