@@ -92,6 +92,10 @@ class DetectConfig:
     # incident: a batch hard enough to lift the loss lifts its gradient with it, while a
     # heavy-tailed loss (Student-t micro-batch noise) can throw one +15% point alone.
     quiet_grad_z: float = 3.0
+    # ... and only when the loss is back within this many logged points of the jump: a noise
+    # point and its AR echo fade in a few points, while a loss that stays up for tens of
+    # steps moved the model, gradient or not (then the evidence speaks, not the noise).
+    quiet_max_points: int = 10
     # --- features (features.py) ---------------------------------------------------------
     # History scanned for a slow drift of grad norm / parameter norm before the onset (at
     # most half the history before an early onset).

@@ -16,6 +16,10 @@ their spikes, so discovery decides:
 * Configs, checkpoints and batch manifests belong to every run whose metric sources sit in
   their folder or below it. A `forensics/` subfolder (our live-run recorder) is part of its
   parent folder's run.
+* A Hugging Face output folder often has no `trainer_state.json` of its own (only
+  `Trainer.save_state()` writes one; a run that crashed or was stopped never does), but each
+  `checkpoint-N/` holds the whole log history up to N. Such a folder's metrics are read from
+  its latest checkpoint's `trainer_state.json`, and a note says which and what it lacks.
 
 Step ranges are only needed where one folder holds several sources of one format; they are
 read with the format's reader (the ingest reads them again when it stores them).
@@ -24,6 +28,7 @@ read with the format's reader (the ingest reads them again when it stores them).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +43,8 @@ from forensics.ingest.base import Reader
 # File names too generic to name a run: the run takes its folder's name instead.
 GENERIC_STEMS = {"metrics", "log", "main", "train", "trainer_state", "events", "history", "stdout"}
 RECORDER_DIR = "forensics"  # written by our live-run recorder inside a run folder
+HF_STATE = "trainer_state.json"
+_CHECKPOINT_N = re.compile(r"^checkpoint-(\d+)$")
 SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", "plots", "figures"}
 MAX_DEPTH = 4
 
@@ -272,11 +279,40 @@ def _continued(chains: list[_Chain], lo: int | None, hi: int | None) -> _Chain |
 
 
 def _home(path: Path) -> Path:
-    """The folder a source speaks for (a `forensics/` recorder folder speaks for its parent)."""
+    """The folder a source speaks for (a `forensics/` recorder folder, or an HF checkpoint's
+    trainer_state.json read for its run, speaks for its parent)."""
     folder = path.parent
-    if folder.name == RECORDER_DIR:
+    if folder.name == RECORDER_DIR or (path.name == HF_STATE and _CHECKPOINT_N.match(folder.name)):
         folder = folder.parent
     return folder
+
+
+def checkpoint_histories(found: list[Source], classify: Classify) -> tuple[list[Source], list[str]]:
+    """The latest `checkpoint-N/trainer_state.json` of every folder whose HF checkpoints have
+    one while the folder has no trainer_state.json of its own (module docstring), as metric
+    sources, with a note each."""
+    own = {s.path.parent for s in found if s.kind == "metrics" and s.path.name == HF_STATE}
+    latest: dict[Path, tuple[int, Path]] = {}
+    for s in found:
+        m = _CHECKPOINT_N.match(s.path.name)
+        if s.kind != "checkpoint" or m is None or not (s.path / HF_STATE).is_file():
+            continue
+        n, parent = int(m.group(1)), s.path.parent
+        if parent not in own and n >= latest.get(parent, (-1, s.path))[0]:
+            latest[parent] = (n, s.path)
+    out: list[Source] = []
+    notes: list[str] = []
+    for parent, (n, ckpt) in sorted(latest.items()):
+        kind, reader = classify(ckpt / HF_STATE)
+        if kind != "metrics":
+            continue
+        out.append(Source(ckpt / HF_STATE, kind, reader))
+        notes.append(
+            f"{parent}: no {HF_STATE} of its own (written by Trainer.save_state()); the log "
+            f"history is read from its latest checkpoint, {ckpt.name}/{HF_STATE}, so steps "
+            f"logged after {n} are not in it"
+        )
+    return out, notes
 
 
 def _within(inner: Path, outer: Path) -> bool:

@@ -31,7 +31,14 @@ from forensics.ingest.base import (
     readers,
     sniff_format,
 )
-from forensics.ingest.discover import RunGroup, Source, group, run_name_for, walk
+from forensics.ingest.discover import (
+    RunGroup,
+    Source,
+    checkpoint_histories,
+    group,
+    run_name_for,
+    walk,
+)
 from forensics.ingest.readers import mlflow, tensorboard
 from forensics.store import Store, conflicts
 from forensics.store.blocks import MetricBlock, value_column
@@ -256,6 +263,9 @@ def _discover(path: Path, forced: Reader | None, *, split: bool) -> list[RunGrou
         kind, reader = classify(f, None)
         if kind != "unknown":
             found.append(Source(f, kind, reader))
+    histories, notes = checkpoint_histories(found, classify)
+    found += histories
+    walked.warnings += notes
     if not any(s.kind == "metrics" for s in found):
         raise InputError(path, "no metric log found", expected="a training log in a known format")
     if not split:

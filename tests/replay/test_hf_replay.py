@@ -235,3 +235,32 @@ def test_lm_collator_run_is_rebuilt_and_reproduced(tmp_path: Path) -> None:
     assert [re.rows[t]["loss"] for t in range(11, 21)] == [logged[t] for t in range(11, 21)]
     with pytest.raises(DataUnavailable, match="no labels column"):
         run_collator(ds, [tmp_path / "nowhere"])
+
+
+def test_a_run_folder_with_only_checkpoint_states_is_analysed(
+    hf_run: dict[str, Any], tmp_path: Path
+) -> None:
+    """`Trainer.train()` writes trainer_state.json only inside each checkpoint-N/ (the folder's
+    own comes from `save_state()`, which a crashed or stopped run never calls): the folder's
+    metrics are the latest checkpoint's log history, said in a note, and the spike is found."""
+    run = tmp_path / "run"
+    shutil.copytree(hf_run["out"], run, ignore=shutil.ignore_patterns("trainer_state.json"))
+    for ckpt in (50, 100, 150):  # the copy dropped them too: put the checkpoints' own back
+        src = hf_run["out"] / f"checkpoint-{ckpt}" / "trainer_state.json"
+        shutil.copy(src, run / f"checkpoint-{ckpt}" / "trainer_state.json")
+    assert not (run / "trainer_state.json").exists()
+    out = tmp_path / "out"
+    _analyze(run, hf_run["dataset"], out, "--no-replay")
+    full = json.loads((hf_run["out"] / "checkpoint-150" / "trainer_state.json").read_text())
+    logged = {e["step"]: e["loss"] for e in full["log_history"] if "loss" in e}
+    with open_store(out / "forensics.duckdb") as store:
+        sql = "SELECT step, value FROM metrics WHERE metric = 'loss' ORDER BY step"
+        loss = dict(store.query(sql).rows())
+        peaks = [r[0] for r in store.query("SELECT peak_step FROM incidents").rows()]
+        ckpts = store.query("SELECT count(*) FROM checkpoints").rows()[0][0]
+        said = store.query("SELECT warnings FROM sources WHERE kind = 'metrics'").rows()
+    assert any("history is read from its latest checkpoint, checkpoint-150" in w
+               for (ws,) in said for w in json.loads(ws))  # fmt: skip
+    assert loss == pytest.approx(logged)
+    assert ckpts == 3
+    assert RARE_STEP in peaks
