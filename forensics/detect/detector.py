@@ -198,7 +198,7 @@ def _quiet_gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> bool:
     loss did, so it is a near-miss, not an incident."""
     if not data.has("grad_norm") or not _lone_jump(inc):
         return False
-    back, _ = data.loss.window_steps(inc.peak_step, inc.end_step)
+    back, _ = data.loss.window_steps(inc.peak_step, inc.end_step or inc.peak_step)
     if len(back) > cfg.quiet_max_points:
         return False  # the loss stayed up: not a noise point (config.quiet_max_points)
     g = data.aux["grad_norm"]
