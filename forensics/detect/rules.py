@@ -24,11 +24,9 @@ from typing import Any
 
 import yaml
 
-from forensics.detect.data import EVIDENCE_SOURCES
 from forensics.detect.expr import ExprError, Expression, parse
-from forensics.detect.features import FEATURES
 from forensics.detect.model import CAUSES, RECOVERIES, Evidence, Finding
-from forensics.detect.typing import TYPES
+from forensics.detect.vocab import EVIDENCE_SOURCES, FEATURES, TYPES
 from forensics.errors import RuleError
 
 KEYS = (

@@ -23,9 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
-
-import duckdb
-import polars as pl
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
 from forensics.ingest.readers._wide import (
@@ -37,7 +35,15 @@ from forensics.ingest.readers._wide import (
     to_float,
     wall_time_column,
 )
+from forensics.lazy import lazy_module
 from forensics.store.blocks import MetricBlock, value_column
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+else:
+    duckdb = lazy_module("duckdb")
+    pl = lazy_module("polars")
 
 # DuckDB's sampled type → how we treat the column.
 _KEPT = ("DOUBLE", "VARCHAR")

@@ -22,11 +22,16 @@ drift apart:
 from __future__ import annotations
 
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
+from forensics.lazy import lazy_module
 from forensics.store.blocks import MetricBlock, block_from_columns, block_to_long
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 STEP_KEYS: tuple[str, ...] = (
     "trainer/global_step",

@@ -27,16 +27,21 @@ import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import duckdb
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.readers import _jsonl_stage as staging
 from forensics.ingest.readers._wide import STEP_KEYS, WALL_TIME_KEYS, wide_to_block
+from forensics.lazy import lazy_module
 from forensics.store.blocks import MetricBlock, block_to_long
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+else:
+    duckdb = lazy_module("duckdb")
+    pl = lazy_module("polars")
 
 # One JSON object with a step key, yet not a per-step log: W&B's end-of-run summary.
 NOT_HISTORY = frozenset({"wandb-summary.json", "wandb-metadata.json"})

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-
-import polars as pl
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, read_head, register
 from forensics.ingest.readers._wide import pick_step_key, wide_to_block
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow.parquet as pq
+else:
+    pl = lazy_module("polars")
+    pq = lazy_module("pyarrow.parquet")
 
 _DELIMITERS = {".csv": ",", ".tsv": "\t"}
 _PARQUET_SUFFIXES = (".parquet", ".pq")
