@@ -13,12 +13,17 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import polars as pl
 
 from forensics.errors import InputError, shown
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 MANIFEST_SCHEMA: dict[str, Any] = {
     "step": pl.Int64,

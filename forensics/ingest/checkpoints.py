@@ -32,10 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-import numpy as np
 import polars as pl
 
 from forensics.errors import InputError
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 if TYPE_CHECKING:  # torch is imported on first use: `forensics` commands that never read a
     import torch  # checkpoint should not pay for importing it

@@ -34,6 +34,7 @@ from forensics.ingest.base import (
 from forensics.ingest.discover import RunGroup, Source, group, run_name_for, walk
 from forensics.ingest.readers import mlflow, tensorboard
 from forensics.store import Store, conflicts
+from forensics.store.arrow import to_polars
 from forensics.store.blocks import MetricBlock, value_column
 
 Progress = Callable[[str], None]
@@ -126,7 +127,7 @@ def _repeats_steps(block: MetricBlock) -> bool:
     if isinstance(block.frame, pl.DataFrame):
         steps = block.frame["step"]
     else:
-        steps = pl.Series(block.frame.select("step").to_arrow_table()["step"])
+        steps = to_polars(block.frame.select("step"))["step"]
     if (steps.diff().drop_nulls() > 0).all():
         return False
     frame = block.polars()

@@ -55,7 +55,9 @@ class MetricBlock:
         """The block as a polars frame (a staged relation is fetched through Arrow)."""
         if isinstance(self.frame, pl.DataFrame):
             return self.frame
-        return pl.DataFrame(pl.from_arrow(self.frame.to_arrow_table()))
+        from forensics.store.arrow import to_polars
+
+        return to_polars(self.frame)
 
 
 def block_from_columns(

@@ -18,6 +18,7 @@ import polars as pl
 
 from forensics.canon import alias_table
 from forensics.errors import RunNotFoundError, StoreError
+from forensics.store.arrow import scannable, to_polars
 from forensics.store.blocks import MetricBlock, blocks_from_long, value_column
 from forensics.store.schema import (
     ADDED_COLUMNS,
@@ -221,7 +222,7 @@ class Store:
             raise StoreError("`metrics` is a view: store metric rows with Store.insert_metrics")
         if frame.height == 0:
             return 0
-        arrow = frame.to_arrow()  # noqa: F841 - referenced by name in the SQL below
+        arrow = scannable(frame)  # noqa: F841 - referenced by name in the SQL below
         cols = ", ".join(f'"{c}"' for c in frame.columns)
         self.con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM arrow")
         return frame.height
@@ -263,7 +264,7 @@ class Store:
             return 0
         frame = block.frame
         if isinstance(frame, pl.DataFrame):
-            self.con.register(_BLOCK_VIEW, frame.to_arrow())
+            self.con.register(_BLOCK_VIEW, scannable(frame))
         else:  # a relation on this connection (a reader's staged table)
             self.con.execute(f"CREATE OR REPLACE TEMP VIEW {_BLOCK_VIEW} AS {frame.sql_query()}")
         try:
@@ -354,7 +355,8 @@ class Store:
                     "slot": [s for _, s, _ in placed],
                 },
                 schema={"col": pl.Int32, "block_id": pl.Int32, "slot": pl.Int32},
-            ).to_arrow()
+            )
+            slots = scannable(slots)  # noqa: F841
             self.con.execute(
                 "INSERT INTO metric_rows SELECT s.block_id, c.step, any_value(c.wall_time), "
                 f"list(c.value ORDER BY s.slot) FROM {_CELLS} c JOIN slots s USING (col) "
@@ -375,7 +377,8 @@ class Store:
         leaders = pl.DataFrame(  # noqa: F841 - referenced by name in the SQL below
             {"col": [i for _, i in pairs], "leader": [lead for lead, _ in pairs]},
             schema={"col": pl.Int32, "leader": pl.Int32},
-        ).to_arrow()
+        )
+        leaders = scannable(leaders)  # noqa: F841
         bad = {
             int(r[0])
             for r in self.con.execute(
@@ -439,8 +442,7 @@ class Store:
 
     def query(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
         """Run a query and return a polars frame (through Arrow, no per-row Python)."""
-        table = self.con.sql(sql, params=params or None).to_arrow_table()
-        return pl.DataFrame(pl.from_arrow(table))
+        return to_polars(self.con.sql(sql, params=params or None))
 
     table = query  # older name, kept for callers
 

@@ -36,6 +36,7 @@ from forensics.ingest.readers._wide import (
     wall_time_column,
 )
 from forensics.lazy import lazy_module
+from forensics.store.arrow import to_polars
 from forensics.store.blocks import MetricBlock, value_column
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
 
 def staged_wide(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame | None:
     """The staged table as a polars frame, or None when the exact path must judge it."""
-    wide = pl.DataFrame(pl.from_arrow(con.table(table).to_arrow_table()))
+    wide = to_polars(con.table(table))
     for name in wide.columns:
         if wide[name].dtype == pl.String and wide[name].str.contains(_NESTED_TEXT).any():
             return None
@@ -153,7 +154,7 @@ def sql_block(con: duckdb.DuckDBPyConnection, table: str, path: Path) -> MetricB
 
 def _fetch(con: duckdb.DuckDBPyConnection, table: str, names: list[str]) -> pl.DataFrame:
     cols = ", ".join(ident(n) for n in names)
-    return pl.DataFrame(pl.from_arrow(con.sql(f"SELECT {cols} FROM {table}").to_arrow_table()))
+    return to_polars(con.sql(f"SELECT {cols} FROM {table}"))
 
 
 def _no_numbers(text: pl.Series) -> bool:

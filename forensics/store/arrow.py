@@ -1,0 +1,46 @@
+"""DuckDB <-> polars through the Arrow C stream interface, without pyarrow.
+
+Both libraries speak Arrow's PyCapsule protocol (`__arrow_c_stream__`), so a relation
+becomes a polars frame, and a polars frame a table DuckDB scans, with no pyarrow object in
+between. Why it matters: DuckDB's own `.arrow()`/`.pl()` and its scan of a polars frame go
+through pyarrow, whose import (with numpy's) is ~0.2 s of every command that touches the
+store, a third of the fixed cost of `forensics ingest` (bench/ingest_jsonl.py). Older
+releases without the protocol fall back to pyarrow.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+else:
+    pl = lazy_module("polars")
+
+
+def to_polars(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+    """The relation's rows as a polars frame (the types of `pl.from_arrow(rel.arrow())`)."""
+    if hasattr(rel, "__arrow_c_stream__"):
+        return pl.DataFrame(rel)
+    return pl.DataFrame(pl.from_arrow(rel.to_arrow_table()))
+
+
+class _Stream:
+    """A polars frame seen by DuckDB as a generic Arrow stream (a frame itself would be
+    converted through pyarrow). One scan: the stream is consumed by the query that reads it."""
+
+    def __init__(self, frame: pl.DataFrame) -> None:
+        self._frame = frame
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self._frame.__arrow_c_stream__(requested_schema)
+
+
+def scannable(frame: pl.DataFrame) -> Any:
+    """What to name in DuckDB SQL (a replacement scan) or `register` for a polars frame."""
+    if hasattr(frame, "__arrow_c_stream__"):
+        return _Stream(frame)
+    return frame.to_arrow()
