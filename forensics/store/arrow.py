@@ -24,19 +24,23 @@ else:
 def to_polars(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
     """The relation's rows as a polars frame (the types of `pl.from_arrow(rel.arrow())`)."""
     if hasattr(rel, "__arrow_c_stream__"):
-        return pl.DataFrame(rel)
+        # Through the bare protocol: given the relation itself, polars also inspects its
+        # DuckDB types and keeps them alive, and DuckDB reports them leaked at exit.
+        return pl.DataFrame(_Stream(rel))
     return pl.DataFrame(pl.from_arrow(rel.to_arrow_table()))
 
 
 class _Stream:
-    """A polars frame seen by DuckDB as a generic Arrow stream (a frame itself would be
-    converted through pyarrow). One scan: the stream is consumed by the query that reads it."""
+    """Only the Arrow stream of a polars frame or a DuckDB relation: what each library
+    sees of the other's objects (given the object itself, DuckDB converts a polars frame
+    through pyarrow). Each `__arrow_c_stream__` call starts a new stream, so a registered
+    frame can be scanned more than once."""
 
-    def __init__(self, frame: pl.DataFrame) -> None:
-        self._frame = frame
+    def __init__(self, source: Any) -> None:
+        self._source = source
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
-        return self._frame.__arrow_c_stream__(requested_schema)
+        return self._source.__arrow_c_stream__(requested_schema)
 
 
 def scannable(frame: pl.DataFrame) -> Any:
