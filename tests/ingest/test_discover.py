@@ -214,5 +214,6 @@ def test_analyze_folder_of_runs_writes_an_index(tmp_path: Path) -> None:
     row_b = next(line for line in index.splitlines() if line.startswith("| b |"))
     assert "#1 divergent at step 5040" in row_b
     row_a = next(line for line in index.splitlines() if line.startswith("| a |"))
-    assert "| none |" in row_a and "not screened for spikes" in row_a  # its start-up
+    assert "| none |" in row_a and "| from step 20 (280 of 300 points) |" in row_a  # start-up
+    assert index.count("skips\na run's start-up") == 1  # said once, under the table
     assert (out / "a" / "incidents.json").is_file() and (out / "b" / "incidents.json").is_file()
