@@ -44,7 +44,21 @@ class _Stream:
 
 
 def scannable(frame: pl.DataFrame) -> Any:
-    """What to name in DuckDB SQL (a replacement scan) or `register` for a polars frame."""
-    if hasattr(frame, "__arrow_c_stream__"):
+    """What to name in DuckDB SQL (a replacement scan) or `register` for a polars frame.
+
+    A column of polars' Null type (every value None, e.g. a frame built from rows whose
+    field is always None) goes through pyarrow: its Arrow stream has a null count but no
+    validity bitmap, which is valid Arrow that DuckDB's stream import rejects."""
+    if hasattr(frame, "__arrow_c_stream__") and not any(map(_holds_null_type, frame.dtypes)):
         return _Stream(frame)
     return frame.to_arrow()
+
+
+def _holds_null_type(dtype: Any) -> bool:
+    if dtype == pl.Null:
+        return True
+    inner = getattr(dtype, "inner", None)
+    fields = getattr(dtype, "fields", None) or []
+    return (inner is not None and _holds_null_type(inner)) or any(
+        _holds_null_type(f.dtype) for f in fields
+    )
