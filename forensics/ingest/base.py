@@ -65,8 +65,24 @@ class ReadResult:
         self._blocks = blocks
         self.config = config if config is not None else {}
         self.warnings = warnings if warnings is not None else []
-        self.events = events if events is not None else pl.DataFrame(schema=event_schema())
+        self._events = events  # None: no events (the empty frame is built on first use)
         self._release = release
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """Events (event_schema()); empty when the log said none."""
+        if self._events is None:
+            self._events = pl.DataFrame(schema=event_schema())
+        return self._events
+
+    @events.setter
+    def events(self, frame: pl.DataFrame) -> None:
+        self._events = frame
+
+    @property
+    def has_events(self) -> bool:
+        """Are there events? Without building an empty frame (no polars for a plain log)."""
+        return self._events is not None and self._events.height > 0
 
     @property
     def metrics(self) -> pl.DataFrame:

@@ -29,13 +29,19 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
 import yaml
 
 from forensics.canon import alias_table
 from forensics.ingest.base import Reader, ReadResult
+from forensics.lazy import lazy_module
 from forensics.store.blocks import value_column
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 # File names too generic to name a run: the run takes its folder's name instead.
 GENERIC_STEMS = {"metrics", "log", "main", "train", "trainer_state", "events", "history", "stdout"}

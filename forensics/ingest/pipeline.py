@@ -15,9 +15,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 import forensics.ingest.readers  # noqa: F401 - registers the readers once, at import
 from forensics.canon import alias_table
@@ -33,9 +31,15 @@ from forensics.ingest.base import (
 )
 from forensics.ingest.discover import RunGroup, Source, group, run_name_for, walk
 from forensics.ingest.readers import mlflow, tensorboard
+from forensics.lazy import lazy_module
 from forensics.store import Store, conflicts
 from forensics.store.arrow import to_polars
 from forensics.store.blocks import MetricBlock, value_column
+
+if TYPE_CHECKING:
+    import polars as pl
+else:  # a plain JSONL log goes to the store through DuckDB alone: no polars import
+    pl = lazy_module("polars")
 
 Progress = Callable[[str], None]
 
@@ -155,7 +159,7 @@ def _store_metrics(
         store.insert_metric_block(run_id, source, block, [table.canonical(n) for n in block.names])
         for block in result.blocks
     )
-    if result.events.height:
+    if result.has_events:
         store.insert_frame(
             "events",
             result.events.with_columns(

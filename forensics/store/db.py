@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 
 from forensics.canon import alias_table
 from forensics.errors import RunNotFoundError, StoreError
+from forensics.lazy import lazy_module
 from forensics.store.arrow import scannable, to_polars
 from forensics.store.blocks import MetricBlock, blocks_from_long, value_column
 from forensics.store.schema import (
@@ -27,6 +27,11 @@ from forensics.store.schema import (
     SCHEMA_VERSION,
     wide_view_sql,
 )
+
+if TYPE_CHECKING:
+    import polars as pl
+else:  # a JSONL log's block is a DuckDB relation: storing it needs no polars
+    pl = lazy_module("polars")
 
 METRIC_COLUMNS = ["run_id", "step", "metric", "value", "wall_time", "raw_name", "source"]
 _BLOCK_VIEW = "_forensics_block"  # temp view over the block being written
@@ -263,10 +268,10 @@ class Store:
         if not block.names:
             return 0
         frame = block.frame
-        if isinstance(frame, pl.DataFrame):
-            self.con.register(_BLOCK_VIEW, scannable(frame))
-        else:  # a relation on this connection (a reader's staged table)
+        if isinstance(frame, duckdb.DuckDBPyRelation):  # a reader's staged table (no polars)
             self.con.execute(f"CREATE OR REPLACE TEMP VIEW {_BLOCK_VIEW} AS {frame.sql_query()}")
+        else:
+            self.con.register(_BLOCK_VIEW, scannable(frame))
         try:
             if len(block.names) <= _FEW_COLUMNS:
                 rows, groups = self._dense_groups(len(block.names))
@@ -275,10 +280,10 @@ class Store:
                 return sum(count * len(cols) for cols, count in groups)
             return self._write_wide_block(run_id, source, block, metrics)
         finally:
-            if isinstance(frame, pl.DataFrame):
-                self.con.unregister(_BLOCK_VIEW)
-            else:
+            if isinstance(frame, duckdb.DuckDBPyRelation):
                 self.con.execute(f"DROP VIEW IF EXISTS {_BLOCK_VIEW}")
+            else:
+                self.con.unregister(_BLOCK_VIEW)
 
     def _dense_groups(self, width: int) -> tuple[int, list[tuple[list[int], int]]]:
         """Rows of the block view, and its value columns grouped by their null rows.
@@ -406,13 +411,15 @@ class Store:
         sparse: bool,
     ) -> None:
         block_id = self._next_block_id()
-        self.insert_frame(
-            "metric_columns",
-            _columns_frame(
-                [(block_id, slot, i) for slot, i in enumerate(cols, start=1)],
-                run_id, source, metrics, block.names,
-            ),
-        )  # fmt: skip
+        # a few rows (<= _FEW_COLUMNS): plain parameters, so a relation block needs no polars
+        self.con.executemany(
+            "INSERT INTO metric_columns (block_id, slot, run_id, source, metric, raw_name) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                [block_id, slot, run_id, source, metrics[i], block.names[i]]
+                for slot, i in enumerate(cols, start=1)
+            ],
+        )
         values = ", ".join(value_column(i) for i in cols)
         where = f"WHERE {value_column(cols[0])} IS NOT NULL" if sparse else ""
         self.con.execute(

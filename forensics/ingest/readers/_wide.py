@@ -101,7 +101,12 @@ def clock_scale(col: pl.Series) -> float | None:
     finite = col.filter(col.is_finite())
     if finite.is_empty():
         return None
-    first = abs(float(finite[0]))
+    return first_value_scale(float(finite[0]))
+
+
+def first_value_scale(first: float) -> float | None:
+    """`clock_scale` given the column's first finite value (the SQL path finds it in SQL)."""
+    first = abs(first)
     if first < _EPOCH_MIN_S:
         return None
     return 1.0 if first < 1e11 else 1e3 if first < 1e14 else 1e6 if first < 1e17 else 1e9
