@@ -159,8 +159,8 @@ def _sql_heads(
     log reaches the store without importing polars (~0.2 s of a whole-process ingest).
     None when SQL does not settle it (null or fractional steps, a text or boolean clock
     column): `_polars_heads` applies the rules themselves, as before."""
-    if types[key] not in _SQL_STEP_TYPES:
-        return None
+    if types[key] not in _SQL_STEP_TYPES or "rowid" in (k.lower() for k in types):
+        return None  # a `rowid` key would hide the table's own row numbers (file order)
     col = ident(key)
     integral = "TRUE"
     if types[key] in ("DOUBLE", "FLOAT"):
