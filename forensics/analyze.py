@@ -265,7 +265,7 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
                     for i in incidents
                 ],
                 "last_step": det.last_step if det is not None else None,
-                "coverage": (read_coverage(ctx.store, r.run_id) or {}).get("note"),
+                "coverage": read_coverage(ctx.store, r.run_id),  # detect's row, shown short
                 "notes": ctx.ingest_notes.get(r.run_id, [])
                 + [n for n in r.notes if "(--no-replay)" not in n],
             }

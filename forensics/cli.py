@@ -16,7 +16,6 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from forensics import __version__
 from forensics.errors import ForensicsError, UnexpectedError, one_line
 
 err_console = Console(stderr=True, soft_wrap=True)
@@ -88,6 +87,8 @@ app = App(
 
 def _version(value: bool) -> None:
     if value:
+        from forensics import __version__
+
         out_console.print(f"forensics {__version__}")
         raise typer.Exit()
 

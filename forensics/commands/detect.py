@@ -140,6 +140,11 @@ def analyze(
     from forensics.analyze import AnalyzeOptions
     from forensics.analyze import analyze as run_analyze
 
+    # Replay's sources load torch: built only when the run will be replayed.
+    sources = None if no_replay else make_sources(
+        dataset=dataset, tokenizer=tokenizer, shards=shards, loader=loader,
+        batch_size=batch_size, seq_len=seq_len, world_size=world_size, grad_accum=grad_accum,
+    )  # fmt: skip
     options = AnalyzeOptions(
         run=run,
         replay=not no_replay,
@@ -149,16 +154,7 @@ def analyze(
         config=_config(recovery_window, tolerance),
         gpu_hour_cost=gpu_hour_cost,
         fmt=fmt,
-        sources=make_sources(
-            dataset=dataset,
-            tokenizer=tokenizer,
-            shards=shards,
-            loader=loader,
-            batch_size=batch_size,
-            seq_len=seq_len,
-            world_size=world_size,
-            grad_accum=grad_accum,
-        ),  # fmt: skip
+        sources=sources,
     )
     with err_console.status("analyzing") as status:
         result = run_analyze(path, out, db=db, options=options, progress=status.update)

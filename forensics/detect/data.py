@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from forensics.detect.vocab import EVIDENCE_SOURCES
+
 # Metrics detection looks at; the first present of LOSS_METRICS is screened for spikes.
 LOSS_METRICS = ("loss", "val_loss")
 AUX_METRICS = (
@@ -31,23 +33,6 @@ AUX_METRICS = (
 )
 # The metrics the cause rules read: what "not logged" is reported against.
 CAUSE_METRICS = ("grad_norm", "lr", "loss_scale", "skipped_iters", "param_norm", "adam_v_mean")
-
-# What a rule may `need` to be evaluated (rules/*.yaml `needs`), and what to tell the user
-# to log when it is missing: metrics, config values and the batches' token ids.
-EVIDENCE_SOURCES: dict[str, str] = {
-    "grad_norm": "the pre-clip gradient norm",
-    "grad_norm_every_step": "the pre-clip gradient norm every step (a batch's gradient lasts "
-    "one step)",
-    "lr": "the learning rate every step (or warmup_steps and the peak LR in the config)",
-    "adam_v_mean": "Adam's second-moment mean (exp_avg_sq) every step",
-    "beta2": "Adam's beta2 in the run config",
-    "param_norm": "the parameter norm every step",
-    "update_norm": "the update norm every step",
-    "loss_scale": "the fp16 loss scale every step",
-    "skipped_iters": "skipped iterations / overflow events",
-    "precision": "the training precision (fp16, bf16) in the run config",
-    "batch_tokens": "the token ids of each step's batch (a batch manifest), for replay",
-}
 
 
 @dataclass

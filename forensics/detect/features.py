@@ -2,8 +2,8 @@
 
 Each feature is a number (or a short string) computed from the run's logged metrics and
 config around one incident; None means "not computable from what was logged" (the metric
-is missing, or there is too little history). FEATURES gives each one's definition and
-docs/detection.md repeats them; a test checks that the two agree.
+is missing, or there is too little history). FEATURES (forensics/detect/vocab.py) gives each
+one's definition and docs/detection.md repeats them; a test checks that the two agree.
 """
 
 from __future__ import annotations
@@ -15,82 +15,7 @@ import numpy as np
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import Metric, RunData
 from forensics.detect.model import FeatureValue, Incident
-
-FEATURES: dict[str, str] = {
-    # loss shape
-    "rise": "peak loss / pre-spike trend at the peak - 1 (inf when the peak is non-finite)",
-    "rise_steps": "steps from the onset to the (first) peak",
-    "n_peaks": "number of loss peaks merged into the incident (echo spikes included)",
-    "echo_count": "n_peaks - 1: further peaks that came before the loss had recovered",
-    "first_echo_gap": "steps between the first and the second peak (None with one peak)",
-    "jump_share": "share of the rise reached at the onset point (1 = the loss jumped at once)",
-    "single_point": "1 when the excursion is one logged point and the next point is back "
-    "near the trend, else 0",
-    "single_point_peaks": "share of the incident's peaks that are one logged point with the "
-    "next point back near the trend (1: every peak is one batch's own loss)",
-    "next_excess": "loss at the first logged point after the peak / trend - 1 (how much of a "
-    "spike follows the peak point)",
-    "peak_drop": "share of the rise lost at the first logged point after the peak (1 = back "
-    "at once, as after one batch whose own loss was high)",
-    "pre_dip": "lowest loss / trend - 1 from dip_lookback_points points before the onset to "
-    "the highest peak (negative: a batch far below trend before the spike)",
-    "pre_dip_z": "pre_dip in noise units (log residual / robust sigma)",
-    "peak_vs_initial": "peak loss / the run's initial loss (median of the first 5 points); "
-    "about 1 for a batch the model cannot predict at all",
-    "settle_excess": "loss level after the spike / extrapolated trend - 1: at recovery for a "
-    "recoverable incident, the settled level otherwise",
-    "recovery_steps": "steps from the last peak to recovery (None when not recovered)",
-    "type": "recoverable, lingering or divergent (see Types)",
-    "window_closed": "1 when the run went on past the end of the recovery window, else 0",
-    "nonfinite_loss": "non-finite loss points from the onset to the end of the incident",
-    "nonfinite_grad": "non-finite grad-norm points from the onset to the end of the incident",
-    "isolated_nonfinite": "1 when exactly one non-finite or absurd value is seen and the "
-    "points on both sides are finite and near the trend, else 0",
-    "origin": "loss (a loss excursion) or events (non-finite values or scaler events only)",
-    # gradient
-    "grad_ratio": "largest grad norm from max(3, log_interval) steps before the onset to the "
-    "last peak / median grad norm over the precursor window before the onset (inf when "
-    "non-finite)",
-    "grad_lead": "step where the loss first reaches 80% of its rise - step of that largest grad "
-    "norm (>0: the gradient came first)",
-    "grad_drift": "median grad norm over the last quarter of the precursor window / the lowest "
-    "median of its four quarters (a slow rise before the onset)",
-    "param_drift": "relative growth of the parameter norm over the precursor window minus "
-    "its growth over the window before it",
-    "update_ratio": "largest update norm in the incident / median over the precursor window",
-    "grad_clip": "gradient clipping threshold from the config",
-    # optimizer and schedule
-    "beta2": "Adam beta2 from the config",
-    "beta2_eff": "beta2 implied by the decay of adam_v_mean after its jump: exp(slope per step "
-    "of log(v - v's pre-onset trend))",
-    "v_jump": "largest ratio of adam_v_mean in the incident to its trend (a straight line in "
-    "log v over the quarter precursor window before the onset)",
-    "lr_frac": "learning rate at the onset / peak learning rate (config peak_lr, else the "
-    "largest logged)",
-    "warmup_progress": "onset step / end of warm-up (config warmup_steps, else the first step "
-    "where the logged LR reaches 98% of its peak)",
-    "lr_phase": "warmup, peak or decay: where the onset sits in the LR schedule (logged LR, "
-    "else the config's warmup_steps / peak_lr); None when neither is known",
-    "recurrence": "other loss excursions of the run within recurrence_steps of the onset",
-    "spikes_in_run": "loss excursions in the whole run",
-    "lr_vs_earlier_lr_too_high": "learning rate at the onset / the highest learning rate at "
-    "the onset of an earlier incident of the run attributed to lr_too_high whose last peak "
-    "is within recurrence_steps (None when there is none, or the LR is not logged)",
-    # fp16
-    "precision": "fp16, bf16 or fp32 from the config (None when unknown)",
-    "scale_halvings": "halvings of the fp16 loss scale from shortly before the onset to the "
-    "end of the incident",
-    "scale_drop": "largest / smallest loss scale over the same span (1 = unchanged)",
-    "skipped": "skipped iterations (and scaler overflow reports) over the same span",
-    "nan_iters": "NaN iterations counted by the trainer over the same span",
-    "log_interval": "median steps between logged loss points",
-    # across runs of one store (recurrence.py; None when the store holds no other run)
-    "cross_runs": "other runs of the store with a loss spike at the same step (or the same "
-    "tokens consumed) as one of this incident's peaks",
-    "cross_runs_covering": "other runs of the store whose loss log covers this incident's "
-    "peak step",
-}
-
+from forensics.detect.vocab import FEATURES
 
 # The part of v's jump whose decay gives beta2_eff (see _beta2_eff).
 BETA2_FIT_FLOOR = 0.25

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from forensics.detect.events import Event
-from forensics.detect.typing import Shape, Trend
+if TYPE_CHECKING:  # annotations only: the vocabularies here stay free of numpy
+    from forensics.detect.events import Event
+    from forensics.detect.typing import Shape, Trend
 
 CAUSES = (
     "rare_tokens",

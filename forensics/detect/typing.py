@@ -32,10 +32,7 @@ import polars as pl
 
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import Metric
-
-RECOVERABLE, LINGERING, DIVERGENT = "recoverable", "lingering", "divergent"
-TYPES = (RECOVERABLE, LINGERING, DIVERGENT)
-TYPE_NUMBER = {RECOVERABLE: 1, LINGERING: 2, DIVERGENT: 3}
+from forensics.detect.vocab import DIVERGENT, LINGERING, RECOVERABLE
 
 
 @dataclass(frozen=True)

@@ -10,24 +10,31 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
-
-import duckdb
-import polars as pl
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from forensics.errors import UnknownFormatError
-from forensics.store.blocks import MetricBlock, block_to_long, blocks_from_long
+from forensics.lazy import lazy_module
+from forensics.store.blocks import MetricBlock, block_to_long, blocks_from_long, long_schema
 
-# Schema of ReadResult.metrics. value keeps NaN/+Inf/-Inf; wall_time is seconds since epoch or null.
-METRIC_SCHEMA: dict[str, Any] = {
-    "step": pl.Int64,
-    "raw_name": pl.Utf8,
-    "value": pl.Float64,
-    "wall_time": pl.Float64,
-}
-# Schema of ReadResult.events: things a log says that are not a number per step
-# (DeepSpeed "OVERFLOW! ... reducing to X", a step counter that went backwards, a torn record).
-EVENT_SCHEMA: dict[str, Any] = {"step": pl.Int64, "kind": pl.Utf8, "detail": pl.Utf8}
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+else:
+    duckdb = lazy_module("duckdb")
+    pl = lazy_module("polars")
+
+
+def metric_schema() -> dict[str, Any]:
+    """Schema of ReadResult.metrics: step, raw_name, value (NaN/+Inf/-Inf kept), wall_time
+    (seconds since epoch or null). The long rows of forensics/store/blocks.py."""
+    return long_schema()
+
+
+def event_schema() -> dict[str, Any]:
+    """Schema of ReadResult.events: what a log says that is not a number per step (DeepSpeed
+    "OVERFLOW! ... reducing to X", a step counter that went backwards, a torn record)."""
+    return {"step": pl.Int64, "kind": pl.Utf8, "detail": pl.Utf8}
+
 
 HEAD_BYTES = 65536
 
@@ -35,7 +42,7 @@ HEAD_BYTES = 65536
 class ReadResult:
     """What a reader found in one source: metric values, config, warnings, events.
 
-    A reader gives its metric values either as long rows (`metrics`, METRIC_SCHEMA) or as
+    A reader gives its metric values either as long rows (`metrics`, metric_schema()) or as
     blocks (`blocks`: series side by side, see forensics/store/blocks.py). Each form is
     derived from the other on first use, so a wide log goes to the store without ever
     becoming 8M long rows, while tests and callers can still read `metrics`.
@@ -58,8 +65,24 @@ class ReadResult:
         self._blocks = blocks
         self.config = config if config is not None else {}
         self.warnings = warnings if warnings is not None else []
-        self.events = events if events is not None else pl.DataFrame(schema=EVENT_SCHEMA)
+        self._events = events  # None: no events (the empty frame is built on first use)
         self._release = release
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """Events (event_schema()); empty when the log said none."""
+        if self._events is None:
+            self._events = pl.DataFrame(schema=event_schema())
+        return self._events
+
+    @events.setter
+    def events(self, frame: pl.DataFrame) -> None:
+        self._events = frame
+
+    @property
+    def has_events(self) -> bool:
+        """Are there events? Without building an empty frame (no polars for a plain log)."""
+        return self._events is not None and self._events.height > 0
 
     @property
     def metrics(self) -> pl.DataFrame:
@@ -67,7 +90,9 @@ class ReadResult:
         if self._long is None:
             assert self._blocks is not None
             parts = [block_to_long(b) for b in self._blocks]
-            long = pl.concat(parts, rechunk=False) if parts else pl.DataFrame(schema=METRIC_SCHEMA)
+            long = (
+                pl.concat(parts, rechunk=False) if parts else pl.DataFrame(schema=metric_schema())
+            )
             self._long = _long_schema(long)
         return self._long
 
@@ -90,12 +115,13 @@ class ReadResult:
 
 
 def _long_schema(long: pl.DataFrame) -> pl.DataFrame:
-    missing = set(METRIC_SCHEMA) - set(long.columns)
+    schema = metric_schema()
+    missing = set(schema) - set(long.columns)
     if "wall_time" in missing:
         long = long.with_columns(pl.lit(None, pl.Float64).alias("wall_time"))
         missing.discard("wall_time")
     assert not missing, f"reader returned metrics without columns {missing}"
-    return long.select([pl.col(c).cast(t) for c, t in METRIC_SCHEMA.items()])
+    return long.select([pl.col(c).cast(t) for c, t in schema.items()])
 
 
 class Reader(ABC):

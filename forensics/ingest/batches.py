@@ -13,24 +13,36 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from forensics.errors import InputError, shown
+from forensics.lazy import lazy_module
 
-MANIFEST_SCHEMA: dict[str, Any] = {
-    "step": pl.Int64,
-    "source": pl.Utf8,
-    "micro": pl.Int32,
-    "sample_index": pl.Int64,
-    "token_offset": pl.Int64,
-    "n_tokens": pl.Int64,
-    "seq_len": pl.Int32,
-    "extra": pl.Utf8,
-}
-COUNTS_SCHEMA: dict[str, Any] = {"token": pl.Int32, "count": pl.Int64}
+if TYPE_CHECKING:
+    import numpy as np
+    import polars as pl
+else:
+    np = lazy_module("numpy")
+    pl = lazy_module("polars")
+
+
+def manifest_schema() -> dict[str, Any]:
+    return {
+        "step": pl.Int64,
+        "source": pl.Utf8,
+        "micro": pl.Int32,
+        "sample_index": pl.Int64,
+        "token_offset": pl.Int64,
+        "n_tokens": pl.Int64,
+        "seq_len": pl.Int32,
+        "extra": pl.Utf8,
+    }
+
+
+def counts_schema() -> dict[str, Any]:
+    return {"token": pl.Int32, "count": pl.Int64}
+
+
 LLMC_MAGIC = 20240520
 LLMC_HEADER_INTS = 256
 LLMC_DTYPES = {1: "uint16", 2: "uint32"}  # llm.c header[1]: format version
@@ -52,7 +64,7 @@ def is_manifest(path: Path) -> bool:
 
 
 def read_manifest(path: Path, root: Path | None = None) -> pl.DataFrame:
-    """One row per (step, micro-batch), shard paths made absolute; columns MANIFEST_SCHEMA.
+    """One row per (step, micro-batch), shard paths made absolute; columns manifest_schema().
 
     A clean manifest is read and checked column-wise by polars; when polars cannot read it or
     a check fails, the record-by-record reader finds the line and field to report. With a
@@ -69,7 +81,7 @@ def read_manifest(path: Path, root: Path | None = None) -> pl.DataFrame:
         rows = [_manifest_row(path, where, rec, base, sources) for where, rec in records]
         if not rows:
             raise InputError(path, "no batch record", expected="one record per (step, micro-batch)")
-        fast = pl.DataFrame(rows, schema=MANIFEST_SCHEMA, orient="row")
+        fast = pl.DataFrame(rows, schema=manifest_schema(), orient="row")
     if root is not None:
         _check_inside(path, fast, root)
     return fast
@@ -122,7 +134,7 @@ def _manifest_columns(frame: pl.DataFrame, base: Path) -> pl.DataFrame | None:
         **{k: ints[k] for k in _INT_FIELDS},
         "extra": _extra_json(frame.select(extra)) if extra else None,
     }
-    return pl.DataFrame(columns).select([pl.col(c).cast(t) for c, t in MANIFEST_SCHEMA.items()])
+    return pl.DataFrame(columns).select([pl.col(c).cast(t) for c, t in manifest_schema().items()])
 
 
 def _identified(frame: pl.DataFrame) -> pl.Series:
@@ -455,4 +467,4 @@ def _counts_frame(path: Path, tokens: np.ndarray, counts: np.ndarray) -> pl.Data
         raise InputError(path, "a token appears twice", field="token", expected="unique ids")
     return pl.DataFrame(
         {"token": tokens_f.astype(np.int64), "count": counts_f.astype(np.int64)}
-    ).cast(COUNTS_SCHEMA)  # type: ignore[arg-type]
+    ).cast(counts_schema())  # type: ignore[arg-type]

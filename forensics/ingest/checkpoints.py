@@ -32,25 +32,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-import numpy as np
-import polars as pl
-
 from forensics.errors import InputError
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+    import polars as pl
+else:
+    np = lazy_module("numpy")
+    pl = lazy_module("polars")
 
 if TYPE_CHECKING:  # torch is imported on first use: `forensics` commands that never read a
     import torch  # checkpoint should not pay for importing it
 
-STATS_SCHEMA: dict[str, Any] = {
-    "step": pl.Int64,
-    "param": pl.Utf8,
-    "numel": pl.Int64,
-    "param_norm": pl.Float64,
-    "exp_avg_norm": pl.Float64,
-    "exp_avg_sq_mean": pl.Float64,
-    "exp_avg_sq_max": pl.Float64,
-    "adam_step": pl.Float64,
-    "nonfinite": pl.Int64,
-}
+
+def stats_schema() -> dict[str, Any]:
+    return {
+        "step": pl.Int64,
+        "param": pl.Utf8,
+        "numel": pl.Int64,
+        "param_norm": pl.Float64,
+        "exp_avg_norm": pl.Float64,
+        "exp_avg_sq_mean": pl.Float64,
+        "exp_avg_sq_max": pl.Float64,
+        "adam_step": pl.Float64,
+        "nonfinite": pl.Int64,
+    }
+
+
 REFERENCE_ARCH = "forensics-gpt"  # model_config["arch"] of the bundled reference model
 
 _MODEL_KEYS = ("model", "model_state_dict", "state_dict", "module")
@@ -77,7 +86,7 @@ _TORCH_ERRORS = (RuntimeError, pickle.UnpicklingError, EOFError, zipfile.BadZipF
 @dataclass
 class CheckpointIndex:
     row: dict[str, Any]  # one `checkpoints` row (without run_id/path/source)
-    stats: pl.DataFrame  # `checkpoint_stats` rows, columns STATS_SCHEMA
+    stats: pl.DataFrame  # `checkpoint_stats` rows, columns stats_schema()
     warnings: list[str] = field(default_factory=list)
 
 
@@ -426,7 +435,7 @@ def _build(
         "model_config": config,
         "reference_model": bool(config and config.get("arch") == REFERENCE_ARCH),
     }
-    return CheckpointIndex(row, pl.DataFrame(rows, schema=STATS_SCHEMA), warnings)
+    return CheckpointIndex(row, pl.DataFrame(rows, schema=stats_schema()), warnings)
 
 
 def _param_stats(tensor: torch.Tensor) -> dict[str, Any]:

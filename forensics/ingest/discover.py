@@ -22,7 +22,8 @@ their spikes, so discovery decides:
   its latest checkpoint's `trainer_state.json`, and a note says which and what it lacks.
 
 Step ranges are only needed where one folder holds several sources of one format; they are
-read with the format's reader (the ingest reads them again when it stores them).
+read with the format's reader, which keeps what it read on the source (`Source.result`):
+the ingest stores that instead of reading the file a second time.
 """
 
 from __future__ import annotations
@@ -33,12 +34,19 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
 import yaml
 
 from forensics.canon import alias_table
-from forensics.ingest.base import Reader
+from forensics.ingest.base import Reader, ReadResult
+from forensics.lazy import lazy_module
+from forensics.store.blocks import value_column
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 # File names too generic to name a run: the run takes its folder's name instead.
 GENERIC_STEMS = {"metrics", "log", "main", "train", "trainer_state", "events", "history", "stdout"}
@@ -57,6 +65,9 @@ class Source:
     path: Path
     kind: str  # metrics | config | checkpoint | manifest | token_shard | token_counts
     reader: Reader | None
+    # What discovery already read of a metric source (to learn its step range), handed on
+    # to the ingest so that the file is read once.
+    result: ReadResult | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -186,28 +197,36 @@ StepRange = Callable[[Source], tuple[int, int] | None]
 
 
 def read_step_range(src: Source) -> tuple[int, int] | None:
-    """First and last step of a metric source's training loss (else of any metric)."""
+    """First and last step of a metric source's training loss (else of any metric). What
+    was read stays on `src.result` for the ingest."""
     assert src.reader is not None
     try:
         result = src.reader.read(src.path)
     except Exception:  # noqa: BLE001 - the ingest reads it again and reports the error
         return None
-    try:
-        long = result.metrics
-        if long.height == 0:
-            return None
-        table = alias_table()
-        names = long["raw_name"].unique().to_list()
-        loss = [n for n in names if table.canonical(n) == "loss"]
-        if loss:
-            long = long.filter(pl.col("raw_name").is_in(loss))
-        if "value" in long.columns:  # Megatron golden values: "nan" = no data
-            finite = long.filter(pl.col("value").is_not_nan())
-            long = finite if finite.height else long
-        lo, hi = long["step"].min(), long["step"].max()
-        return (int(lo), int(hi)) if lo is not None and hi is not None else None  # type: ignore[arg-type]
-    finally:
-        result.release()
+    src.result = result
+    return _step_range(result)
+
+
+def _step_range(result: ReadResult) -> tuple[int, int] | None:
+    """Steps of the loss series (else of every series) where a value is logged, from the
+    blocks as read: no long frame of every value. NaN values count only when no other value
+    is logged (Megatron golden values write "nan" for steps with no data)."""
+    table = alias_table()
+    series = [(b, i) for b in result.blocks for i in range(len(b.names))]
+    picked = [(b, i) for b, i in series if table.canonical(b.names[i]) == "loss"] or series
+    logged: list[pl.Series] = []
+    finite: list[pl.Series] = []
+    for block, i in picked:
+        frame = block.polars().select("step", pl.col(value_column(i)).alias("v"))
+        frame = frame.filter(pl.col("v").is_not_null())
+        logged.append(frame["step"])
+        finite.append(frame.filter(pl.col("v").is_not_nan())["step"])
+    steps = [s for s in finite if len(s)] or [s for s in logged if len(s)]
+    if not steps:
+        return None
+    both = pl.concat(steps)
+    return int(both.min()), int(both.max())  # type: ignore[arg-type]
 
 
 def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]:

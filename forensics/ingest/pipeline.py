@@ -15,9 +15,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 import forensics.ingest.readers  # noqa: F401 - registers the readers once, at import
 from forensics.canon import alias_table
@@ -40,8 +38,15 @@ from forensics.ingest.discover import (
     walk,
 )
 from forensics.ingest.readers import mlflow, tensorboard
+from forensics.lazy import lazy_module
 from forensics.store import Store, conflicts
+from forensics.store.arrow import to_polars
 from forensics.store.blocks import MetricBlock, value_column
+
+if TYPE_CHECKING:
+    import polars as pl
+else:  # a plain JSONL log goes to the store through DuckDB alone: no polars import
+    pl = lazy_module("polars")
 
 Progress = Callable[[str], None]
 
@@ -96,13 +101,16 @@ def classify(path: Path, forced: Reader | None = None) -> tuple[str, Reader | No
     return ("metrics", reader) if reader else ("unknown", None)
 
 
-def _read_metrics(store: Store, path: Path, reader: Reader) -> ReadResult:
-    """Read a metric source, letting the reader stage big tables on the store's connection.
+def _read_metrics(
+    store: Store, path: Path, reader: Reader, cached: ReadResult | None = None
+) -> ReadResult:
+    """Read a metric source, letting the reader stage big tables on the store's connection;
+    `cached`: what discovery already read of it (not read again).
 
     Called outside the ingest transaction (see Reader.read_with). Repeated steps are
     resolved here, once for every format.
     """
-    result = reader.read_with(store.con, path)
+    result = cached if cached is not None else reader.read_with(store.con, path)
     try:
         _drop_repeated_steps(result)
     except BaseException:
@@ -133,7 +141,7 @@ def _repeats_steps(block: MetricBlock) -> bool:
     if isinstance(block.frame, pl.DataFrame):
         steps = block.frame["step"]
     else:
-        steps = pl.Series(block.frame.select("step").to_arrow_table()["step"])
+        steps = to_polars(block.frame.select("step"))["step"]
     if (steps.diff().drop_nulls() > 0).all():
         return False
     frame = block.polars()
@@ -158,7 +166,7 @@ def _store_metrics(
         store.insert_metric_block(run_id, source, block, [table.canonical(n) for n in block.names])
         for block in result.blocks
     )
-    if result.events.height:
+    if result.has_events:
         store.insert_frame(
             "events",
             result.events.with_columns(
@@ -294,11 +302,10 @@ def _content_copies(found: list[Source]) -> tuple[list[Source], list[tuple[Sourc
     return unique, copies
 
 
-def _sources(run: RunGroup) -> list[tuple[Path, str, Reader | None]]:
+def _sources(run: RunGroup) -> list[Source]:
     """A run's sources, configs first so that later sources can merge into its config."""
     order = {"config": 0, "metrics": 1}
-    found = [(s.path, s.kind, s.reader) for s in run.sources]
-    return sorted(found, key=lambda t: order.get(t[1], 2))
+    return sorted(run.sources, key=lambda s: order.get(s.kind, 2))
 
 
 @dataclass
@@ -311,6 +318,7 @@ class _Source:
     reader: Reader | None
     real: str
     digest: str
+    result: ReadResult | None = None  # read already, by discovery (Source.result)
 
 
 def _check_path(path: Path) -> None:
@@ -325,7 +333,7 @@ def _check_path(path: Path) -> None:
 
 
 def _identify(
-    store: Store, run_id: str, found: list[tuple[Path, str, Reader | None]]
+    store: Store, run_id: str, found: list[Source]
 ) -> tuple[list[_Source], list[SourceSummary]]:
     """Each source once: by real path (any spelling of a path is the same source) and by
     content (a copy is stored once). Skipped copies come back as summaries with a warning."""
@@ -334,7 +342,8 @@ def _identify(
     seen_digest: dict[str, str] = {}
     out: list[_Source] = []
     skipped: list[SourceSummary] = []
-    for path, kind, reader in found:
+    for source in found:
+        path, kind = source.path, source.kind
         try:
             real = str(identity.real_path(path))
             digest = identity.fingerprint(path)
@@ -351,7 +360,7 @@ def _identify(
             skipped.append(SourceSummary(real, kind, "duplicate", 0, [note]))
             continue
         seen_digest[digest] = real
-        out.append(_Source(path, kind, reader, real, digest))
+        out.append(_Source(path, kind, source.reader, real, digest, source.result))
     return out, skipped
 
 
@@ -397,7 +406,7 @@ def _ingest_run(
                 if progress:
                     progress(f"{name}: {src.path.name} ({src.kind})")
                 try:
-                    read[i] = _read_metrics(store, src.path, src.reader)
+                    read[i] = _read_metrics(store, src.path, src.reader, src.result)
                 except (ForensicsError, *_NOT_FAILURES):
                     raise
                 except BaseException as exc:  # a Rust panic in polars is a BaseException

@@ -10,13 +10,32 @@ Public API (everything else in this package is internal):
 - `apply_verdicts(store, run_id)`: re-apply stored verdicts (idempotent);
 - `replayable(store, run_id) -> str | None`: None when the run has both checkpoints and a
   batch manifest (every probe can run), else what is missing.
+
+The names load on first use: the runner imports torch, and a command that only needs a
+light part of this package (the replay sources of `forensics analyze --no-replay`) must not.
 """
 
 from __future__ import annotations
 
-from forensics.replay.context import replayable
-from forensics.replay.result import ReplayResult
-from forensics.replay.runner import replay_run
-from forensics.replay.verdicts import apply_verdicts
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forensics.replay.context import replayable
+    from forensics.replay.result import ReplayResult
+    from forensics.replay.runner import replay_run
+    from forensics.replay.verdicts import apply_verdicts
 
 __all__ = ["ReplayResult", "apply_verdicts", "replay_run", "replayable"]
+_FROM = {
+    "ReplayResult": "forensics.replay.result",
+    "apply_verdicts": "forensics.replay.verdicts",
+    "replay_run": "forensics.replay.runner",
+    "replayable": "forensics.replay.context",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM:
+        return getattr(importlib.import_module(_FROM[name]), name)
+    raise AttributeError(f"module 'forensics.replay' has no attribute {name!r}")

@@ -14,29 +14,39 @@ Public API (what the replay stage builds on):
   `read_batch(run_dir, record)`.
 - `GPT.forward(idx, targets, reduction="none")`: per-token loss (B, T).
 - `simulate(scenario, out, ...)`, `simulate_all(out, ...)`: generate runs with ground truth.
+
+Every name loads its module on first use (the model and trainer import torch): a command
+that only needs, say, the scenario list or the batch manifest's record type does not pay for
+torch through this package.
 """
 
-from forensics.sim.checkpoint import (
-    checkpoint_path,
-    list_checkpoints,
-    load_checkpoint,
-    read_checkpoint,
-)
-from forensics.sim.data import BatchRecord, batch_from_manifest, read_batch, read_manifest
-from forensics.sim.model import GPT, GPTConfig, preset
-from forensics.sim.scenarios import SCENARIOS
-from forensics.sim.simulate import SimResult, simulate, simulate_all
-from forensics.sim.trainer import (
-    TrainConfig,
-    TrainState,
-    lr_at,
-    resume,
-    resume_from_checkpoint,
-    save_state,
-    seed_everything,
-    train_step,
-    train_steps,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forensics.sim.checkpoint import (
+        checkpoint_path,
+        list_checkpoints,
+        load_checkpoint,
+        read_checkpoint,
+    )
+    from forensics.sim.data import BatchRecord, batch_from_manifest, read_batch, read_manifest
+    from forensics.sim.model import GPT, GPTConfig, preset
+    from forensics.sim.scenarios import SCENARIOS
+    from forensics.sim.simulate import SimResult, simulate, simulate_all
+    from forensics.sim.trainer import (
+        TrainConfig,
+        TrainState,
+        lr_at,
+        resume,
+        resume_from_checkpoint,
+        save_state,
+        seed_everything,
+        train_step,
+        train_steps,
+    )
 
 __all__ = [
     "GPT", "GPTConfig", "preset", "BatchRecord", "batch_from_manifest", "read_batch",
@@ -45,3 +55,35 @@ __all__ = [
     "resume", "resume_from_checkpoint", "save_state", "seed_everything", "train_step",
     "train_steps",
 ]  # fmt: skip
+_FROM = {
+    "checkpoint_path": "forensics.sim.checkpoint",
+    "list_checkpoints": "forensics.sim.checkpoint",
+    "load_checkpoint": "forensics.sim.checkpoint",
+    "read_checkpoint": "forensics.sim.checkpoint",
+    "BatchRecord": "forensics.sim.data",
+    "batch_from_manifest": "forensics.sim.data",
+    "read_batch": "forensics.sim.data",
+    "read_manifest": "forensics.sim.data",
+    "GPT": "forensics.sim.model",
+    "GPTConfig": "forensics.sim.model",
+    "preset": "forensics.sim.model",
+    "SCENARIOS": "forensics.sim.scenarios",
+    "SimResult": "forensics.sim.simulate",
+    "simulate": "forensics.sim.simulate",
+    "simulate_all": "forensics.sim.simulate",
+    "TrainConfig": "forensics.sim.trainer",
+    "TrainState": "forensics.sim.trainer",
+    "lr_at": "forensics.sim.trainer",
+    "resume": "forensics.sim.trainer",
+    "resume_from_checkpoint": "forensics.sim.trainer",
+    "save_state": "forensics.sim.trainer",
+    "seed_everything": "forensics.sim.trainer",
+    "train_step": "forensics.sim.trainer",
+    "train_steps": "forensics.sim.trainer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM:
+        return getattr(importlib.import_module(_FROM[name]), name)
+    raise AttributeError(f"module 'forensics.sim' has no attribute {name!r}")

@@ -19,17 +19,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
-import polars as pl
+from forensics.lazy import lazy_module
 
-LONG_SCHEMA: dict[str, Any] = {
-    "step": pl.Int64,
-    "raw_name": pl.Utf8,
-    "value": pl.Float64,
-    "wall_time": pl.Float64,
-}
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+else:
+    duckdb = lazy_module("duckdb")
+    pl = lazy_module("polars")
+
+
+def long_schema() -> dict[str, Any]:
+    """Schema of long metric rows (a function: a module constant would import polars)."""
+    return {"step": pl.Int64, "raw_name": pl.Utf8, "value": pl.Float64, "wall_time": pl.Float64}
 
 
 def value_column(i: int) -> str:
@@ -51,7 +55,9 @@ class MetricBlock:
         """The block as a polars frame (a staged relation is fetched through Arrow)."""
         if isinstance(self.frame, pl.DataFrame):
             return self.frame
-        return pl.DataFrame(pl.from_arrow(self.frame.to_arrow_table()))
+        from forensics.store.arrow import to_polars
+
+        return to_polars(self.frame)
 
 
 def block_from_columns(
@@ -73,7 +79,7 @@ def block_to_long(block: MetricBlock) -> pl.DataFrame:
     """
     frame = block.polars()
     if not block.names:
-        return pl.DataFrame(schema=LONG_SCHEMA)
+        return pl.DataFrame(schema=long_schema())
     # One unpivot, not one select per series: a select on a 10,000-column frame costs
     # time in its width, so a select per column was quadratic.
     names = {value_column(i): name for i, name in enumerate(block.names)}
@@ -89,7 +95,8 @@ def block_to_long(block: MetricBlock) -> pl.DataFrame:
     return long
 
 
-_Pending = tuple[pl.DataFrame, list[tuple[Any, ...]], list[pl.Series]]
+if TYPE_CHECKING:
+    _Pending = tuple[pl.DataFrame, list[tuple[Any, ...]], list[pl.Series]]
 
 
 def blocks_from_long(

@@ -11,13 +11,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 
 from forensics.canon import alias_table
 from forensics.errors import RunNotFoundError, StoreError
+from forensics.lazy import lazy_module
+from forensics.store.arrow import scannable, to_polars
 from forensics.store.blocks import MetricBlock, blocks_from_long, value_column
 from forensics.store.schema import (
     ADDED_COLUMNS,
@@ -26,6 +27,11 @@ from forensics.store.schema import (
     SCHEMA_VERSION,
     wide_view_sql,
 )
+
+if TYPE_CHECKING:
+    import polars as pl
+else:  # a JSONL log's block is a DuckDB relation: storing it needs no polars
+    pl = lazy_module("polars")
 
 METRIC_COLUMNS = ["run_id", "step", "metric", "value", "wall_time", "raw_name", "source"]
 _BLOCK_VIEW = "_forensics_block"  # temp view over the block being written
@@ -221,7 +227,7 @@ class Store:
             raise StoreError("`metrics` is a view: store metric rows with Store.insert_metrics")
         if frame.height == 0:
             return 0
-        arrow = frame.to_arrow()  # noqa: F841 - referenced by name in the SQL below
+        arrow = scannable(frame)  # noqa: F841 - referenced by name in the SQL below
         cols = ", ".join(f'"{c}"' for c in frame.columns)
         self.con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM arrow")
         return frame.height
@@ -262,10 +268,10 @@ class Store:
         if not block.names:
             return 0
         frame = block.frame
-        if isinstance(frame, pl.DataFrame):
-            self.con.register(_BLOCK_VIEW, frame.to_arrow())
-        else:  # a relation on this connection (a reader's staged table)
+        if isinstance(frame, duckdb.DuckDBPyRelation):  # a reader's staged table (no polars)
             self.con.execute(f"CREATE OR REPLACE TEMP VIEW {_BLOCK_VIEW} AS {frame.sql_query()}")
+        else:
+            self.con.register(_BLOCK_VIEW, scannable(frame))
         try:
             if len(block.names) <= _FEW_COLUMNS:
                 rows, groups = self._dense_groups(len(block.names))
@@ -274,10 +280,10 @@ class Store:
                 return sum(count * len(cols) for cols, count in groups)
             return self._write_wide_block(run_id, source, block, metrics)
         finally:
-            if isinstance(frame, pl.DataFrame):
-                self.con.unregister(_BLOCK_VIEW)
-            else:
+            if isinstance(frame, duckdb.DuckDBPyRelation):
                 self.con.execute(f"DROP VIEW IF EXISTS {_BLOCK_VIEW}")
+            else:
+                self.con.unregister(_BLOCK_VIEW)
 
     def _dense_groups(self, width: int) -> tuple[int, list[tuple[list[int], int]]]:
         """Rows of the block view, and its value columns grouped by their null rows.
@@ -354,7 +360,8 @@ class Store:
                     "slot": [s for _, s, _ in placed],
                 },
                 schema={"col": pl.Int32, "block_id": pl.Int32, "slot": pl.Int32},
-            ).to_arrow()
+            )
+            slots = scannable(slots)  # noqa: F841
             self.con.execute(
                 "INSERT INTO metric_rows SELECT s.block_id, c.step, any_value(c.wall_time), "
                 f"list(c.value ORDER BY s.slot) FROM {_CELLS} c JOIN slots s USING (col) "
@@ -375,7 +382,8 @@ class Store:
         leaders = pl.DataFrame(  # noqa: F841 - referenced by name in the SQL below
             {"col": [i for _, i in pairs], "leader": [lead for lead, _ in pairs]},
             schema={"col": pl.Int32, "leader": pl.Int32},
-        ).to_arrow()
+        )
+        leaders = scannable(leaders)  # noqa: F841
         bad = {
             int(r[0])
             for r in self.con.execute(
@@ -403,13 +411,15 @@ class Store:
         sparse: bool,
     ) -> None:
         block_id = self._next_block_id()
-        self.insert_frame(
-            "metric_columns",
-            _columns_frame(
-                [(block_id, slot, i) for slot, i in enumerate(cols, start=1)],
-                run_id, source, metrics, block.names,
-            ),
-        )  # fmt: skip
+        # a few rows (<= _FEW_COLUMNS): plain parameters, so a relation block needs no polars
+        self.con.executemany(
+            "INSERT INTO metric_columns (block_id, slot, run_id, source, metric, raw_name) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                [block_id, slot, run_id, source, metrics[i], block.names[i]]
+                for slot, i in enumerate(cols, start=1)
+            ],
+        )
         values = ", ".join(value_column(i) for i in cols)
         where = f"WHERE {value_column(cols[0])} IS NOT NULL" if sparse else ""
         self.con.execute(
@@ -439,8 +449,7 @@ class Store:
 
     def query(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
         """Run a query and return a polars frame (through Arrow, no per-row Python)."""
-        table = self.con.sql(sql, params=params or None).to_arrow_table()
-        return pl.DataFrame(pl.from_arrow(table))
+        return to_polars(self.con.sql(sql, params=params or None))
 
     table = query  # older name, kept for callers
 

@@ -1,21 +1,28 @@
-"""Issue 11: `forensics --help` imports only the CLI (a frozen set), never the pipeline."""
+"""Issue 11: the CLI starts light. `forensics --help`, `formats` and `rules list` import a
+frozen set of modules (no polars, DuckDB, numpy, torch, scipy or plotly), and the pipeline
+commands import only what their stage needs (no torch without replay, no plotly before
+report). Times are measured by bench/cli_startup.py, never asserted here."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 PROBE = """
 import json, sys
 sys.argv = ["forensics"] + sys.argv[1:]
 from forensics.cli import app
+code = 0
 try:
     app()
-except SystemExit:
-    pass
-print(json.dumps(sorted(sys.modules)))
+except SystemExit as exc:
+    code = exc.code or 0
+print(json.dumps([code, sorted(sys.modules)]))
 """
+ROOT = Path(__file__).resolve().parents[2]
+LOG = ROOT / "sample_logs" / "rare_tokens" / "metrics.jsonl"  # metrics only: no checkpoint
 
 # What `forensics --help` may import from the project: the CLI and its command modules,
 # nothing that pulls in numpy, polars, duckdb, scipy, torch or plotly.
@@ -33,21 +40,73 @@ FROZEN = {
     "forensics.commands.simulate",
     "forensics.errors",
 }
-HEAVY = ("torch", "scipy", "plotly", "polars", "duckdb", "numpy", "transformers", "kaleido")
+# `forensics rules list` adds the rule loader and the plain-data vocabularies it checks
+# rules against (forensics/detect/vocab.py), not the detector.
+RULES_FROZEN = FROZEN | {
+    "forensics.detect",
+    "forensics.detect.config",
+    "forensics.detect.expr",
+    "forensics.detect.model",
+    "forensics.detect.rules",
+    "forensics.detect.vocab",
+}
+# `forensics formats` imports every reader module (the registry), which bind their
+# libraries lazily (forensics/lazy.py), plus what those import at module level.
+FORMATS_EXTRA = ("forensics.ingest", "forensics.store", "forensics.lazy", "forensics.canon")
+HEAVY = (
+    "torch", "scipy", "plotly", "polars", "duckdb", "numpy", "pyarrow", "pandas",
+    "transformers", "kaleido", "safetensors",
+)  # fmt: skip
 
 
 def _modules(*args: str) -> list[str]:
     out = subprocess.run(
         [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    code, mods = json.loads(out.stdout.strip().splitlines()[-1])
+    assert code == 0, f"forensics {' '.join(args)} exited {code}: {out.stderr[-2000:]}"
+    assert "leaked" not in out.stderr  # DuckDB's bindings report objects alive at exit
+    return mods  # type: ignore[no-any-return]
+
+
+def _ours(mods: list[str]) -> set[str]:
+    return {m for m in mods if m == "forensics" or m.startswith("forensics.")}
+
+
+def _top(mods: list[str], names: tuple[str, ...]) -> list[str]:
+    return sorted({m.split(".")[0] for m in mods} & set(names))
 
 
 def test_help_imports_a_frozen_set_of_modules() -> None:
     mods = _modules("--help")
-    ours = {m for m in mods if m == "forensics" or m.startswith("forensics.")}
-    assert ours == FROZEN
-    assert not [m for m in mods if m.split(".")[0] in HEAVY]
+    assert _ours(mods) == FROZEN
+    assert not _top(mods, HEAVY)
+
+
+def test_rules_list_imports_a_frozen_set_of_modules() -> None:
+    mods = _modules("rules", "list")
+    assert _ours(mods) == RULES_FROZEN
+    assert not _top(mods, HEAVY)
+
+
+def test_formats_imports_the_readers_but_no_heavy_library() -> None:
+    mods = _modules("formats")
+    extra = _ours(mods) - FROZEN
+    assert "forensics.ingest.readers.jsonl" in extra  # the registry was really read
+    assert not [m for m in extra if not m.startswith(FORMATS_EXTRA)]
+    assert not {"forensics.ingest.pipeline", "forensics.store.db"} & extra
+    assert not _top(mods, HEAVY)
+
+
+def test_pipeline_commands_import_only_their_stage(tmp_path: Path) -> None:
+    db = str(tmp_path / "run.duckdb")
+    ingest = _modules("ingest", str(LOG), "--db", db)
+    assert not _top(ingest, ("torch", "scipy", "plotly", "transformers"))
+    detect = _modules("detect", "--db", db)
+    assert not _top(detect, ("torch", "plotly", "transformers"))
+    analyze = _modules("analyze", str(LOG), "--no-replay", "--out", str(tmp_path / "out"))
+    assert not _top(analyze, ("torch", "transformers"))
+    assert not {"forensics.replay.runner", "forensics.sim.trainer"} & _ours(analyze)
 
 
 def test_scenario_names_in_help_match_the_simulator() -> None:

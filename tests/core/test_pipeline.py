@@ -61,3 +61,36 @@ def test_unknown_format_lists_what_was_tried(tmp_path: Path, tmp_db: Path) -> No
     odd.write_text("nothing numeric here\n")
     with open_store(tmp_db) as store, pytest.raises(UnknownFormatError, match="tried: .*jsonl"):
         ingest(store, [odd])
+
+
+def test_runs_index_says_coverage_in_one_short_cell(tmp_path: Path) -> None:
+    """Issue 11: `analyze FOLDER` with several runs writes one index line per run; the
+    screen's coverage is a short cell (from detect's stored row), explained once below."""
+    from forensics.analyze import AnalyzeOptions, analyze
+    from forensics.detect.coverage import read
+
+    for name, n in (("a", 3000), ("b", 2000), ("c", 2)):
+        _write_jsonl(tmp_path / "runs" / name / "metrics.jsonl",
+                     [2.0 + 8.0 / (1 + s / 50) for s in range(n)])  # fmt: skip
+    out = tmp_path / "out"
+    result = analyze(tmp_path / "runs", out, options=AnalyzeOptions(replay=False, report=False))
+    text = (out / "README.md").read_text()
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+    assert sorted(r.split(" | ")[0] for r in rows) == ["| a", "| b", "| c"]
+    with open_store(result.db) as store:
+        for row in rows:
+            cov = read(store, row.split(" | ")[0].removeprefix("| "))
+            assert cov is not None
+            cell = row.split(" | ")[3]
+            if cov["screened_from_step"] is None:
+                assert cell == f"not screened ({cov['points']} points)"
+            else:
+                assert cov["unscreened_points"]  # a start-up was left out
+                kept = int(cov["points"]) - int(cov["unscreened_points"])  # type: ignore[call-overload]
+                assert (
+                    cell
+                    == f"from step {cov['screened_from_step']} ({kept} of {cov['points']} points)"
+                )
+            assert len(row) < 200
+    assert text.count("Non-finite values, gradient") == 1
+    assert "were not screened for spikes" not in text  # the long note is not repeated

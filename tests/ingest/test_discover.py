@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,6 +67,42 @@ def test_resumed_log_continues_the_first(tmp_path: Path, tmp_db: Path) -> None:
     with open_store(tmp_db) as store:
         warnings = store.query("SELECT warnings FROM sources WHERE run_id = 'part1'")
     assert "continues" in str(warnings.to_dicts())
+
+
+def _counting(read: Any, reads: list[str]) -> Any:
+    def counted(self: object, *args: Any) -> Any:
+        reads.append(Path(args[-1]).name)  # the path is the last argument of both
+        return read(self, *args)
+
+    return counted
+
+
+def test_discovery_reads_each_metric_source_once(
+    tmp_path: Path, tmp_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Step ranges are read to split the runs; the ingest stores that read, not a second
+    one (issue 11: discovery used to read every metric source twice). Nothing is lost or
+    stored twice, NaN included."""
+    from forensics.ingest.base import readers
+
+    reads: list[str] = []
+    for cls in {type(r) for r in readers()}:
+        for method in ("read", "read_with"):
+            if method in vars(cls):
+                monkeypatch.setattr(cls, method, _counting(getattr(cls, method), reads))
+    _llmc(tmp_path / "run" / "part1.log", range(0, 1000))
+    _llmc(tmp_path / "run" / "part2.log", range(900, 2000))
+    (tmp_path / "run" / "other.log").write_text(
+        "".join(f"s:{s} trl:{'nan' if s == 7 else '5.0'}\n" for s in range(0, 500))
+    )
+    with open_store(tmp_db) as store:
+        summaries = ingest(store, [tmp_path / "run"])
+        other = store.metrics_long("other", ["loss"])
+        part1 = store.metrics_long("part1", ["loss"])
+    assert sorted(reads) == ["other.log", "part1.log", "part2.log"]
+    assert {s.run for s in summaries} == {"part1", "other"}
+    assert other.height == 500 and other["value"].is_nan().sum() == 1
+    assert part1.height == 2000 and part1["step"].is_unique().all()  # resumed: last kept
 
 
 def test_one_run_logged_by_two_writers_stays_one(tmp_path: Path, tmp_db: Path) -> None:
@@ -177,5 +214,6 @@ def test_analyze_folder_of_runs_writes_an_index(tmp_path: Path) -> None:
     row_b = next(line for line in index.splitlines() if line.startswith("| b |"))
     assert "#1 divergent at step 5040" in row_b
     row_a = next(line for line in index.splitlines() if line.startswith("| a |"))
-    assert "| none |" in row_a and "not screened for spikes" in row_a  # its start-up
+    assert "| none |" in row_a and "| from step 20 (280 of 300 points) |" in row_a  # start-up
+    assert index.count("skips\na run's start-up") == 1  # said once, under the table
     assert (out / "a" / "incidents.json").is_file() and (out / "b" / "incidents.json").is_file()

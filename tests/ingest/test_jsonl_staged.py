@@ -201,3 +201,81 @@ def test_resumed_run_on_the_staged_path_keeps_the_last_values(tmp_path: Path) ->
     ]
     loss = {r[0]: r[2] for r in stored(db, "run") if r[1] == "loss"}
     assert len(loss) == 120 and loss[89] == 1.0 and loss[90] == 2.0 and loss[119] == 2.0
+
+
+HEAD_CASES: dict[str, list[dict[str, Any]]] = {
+    "int steps, ms clock": [{"step": i, "time": 1.7e12 + i, "x": 1.0} for i in range(50)],
+    "float steps, s clock": [{"step": float(i), "timestamp": 1.7e9 + i, "x": 1} for i in range(50)],
+    "steps go back": [{"step": s, "time": 1.7e9, "x": 1.0} for s in (1, 2, 3, 2, 4)],
+    "repeated step": [{"step": s, "x": 1.0} for s in (1, 2, 2, 3)],
+    "duration, then a clock": [
+        {"step": i, "time": 3.5 * i, "wall_time": 1.7e15 + i, "x": 1.0} for i in range(20)
+    ],
+    "clock starts null and NaN": [{"step": 0, "x": 1.0}, {"step": 1, "time": math.nan}]
+    + [{"step": i, "time": 1.7e18 + i} for i in range(2, 20)],
+    "no clock": [{"step": i, "x": 1.0} for i in range(20)],
+    "fractional step": [{"step": 0.5 * i, "x": 1.0} for i in range(20)],
+    "null step": [{"step": 1, "x": 1.0}, {"x": 2.0}, {"step": 3, "x": 3.0}],
+    "a rowid key": [{"step": i, "rowid": 20 - i, "x": 1.0} for i in range(20)],
+    "text clock": [{"step": i, "time": f"2024-01-01T00:00:{i:02d}", "x": 1.0} for i in range(20)],
+}
+
+
+@pytest.mark.parametrize("case", list(HEAD_CASES))
+def test_step_and_clock_rules_in_sql_agree_with_polars(tmp_path: Path, case: str) -> None:
+    """The SQL path (no polars import) decides as `_wide`'s polars rules do, or defers."""
+    from forensics.ingest.readers import _jsonl_stage as staging
+
+    path = write(tmp_path / "m.jsonl", HEAD_CASES[case])
+    con = duckdb.connect()
+    table = staging.stage(con, path)
+    assert table is not None
+    types = staging.column_types(con, table)
+    key = "step"
+    by_sql = staging._sql_heads(con, table, types, key)
+    by_polars = staging._polars_heads(con, table, types, key, path)
+    if case in ("fractional step", "null step", "text clock", "a rowid key"):
+        assert by_sql is None  # polars judges these, as before
+    else:
+        assert by_sql is not None and by_sql == by_polars
+    con.close()
+
+
+PROBE = """
+import json, sys
+sys.argv = ["forensics"] + sys.argv[1:]
+from forensics.cli import app
+code = 0
+try:
+    app()
+except SystemExit as exc:
+    code = exc.code or 0
+print(json.dumps([code, sorted(m for m in sys.modules if "." not in m)]))
+"""
+
+
+def test_plain_numeric_log_is_stored_without_polars(tmp_path: Path) -> None:
+    """A plain numeric JSONL over the DuckDB threshold goes to the store through DuckDB
+    alone (polars costs ~0.2 s of start-up), NaN and Infinity kept, values exact."""
+    import subprocess
+    import sys
+
+    records = [
+        {"step": i, "time": 1.7e12 + 850 * i, "loss": 2.0 + 1 / (i + 1), "lr": 3e-4, "k": i}
+        for i in range(15_000)
+    ]
+    records[7]["loss"] = math.nan
+    records[9]["loss"] = math.inf
+    path = write(tmp_path / "run" / "metrics.jsonl", records)
+    # over the real 1 MB threshold: the subprocess does not see this module's fixture
+    assert path.stat().st_size > 1 << 20
+    db = tmp_path / "a.duckdb"
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, "ingest", str(path), "--db", str(db)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    code, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    assert code == 0, out.stderr[-2000:]
+    assert not {"polars", "pyarrow", "numpy"} & set(modules)
+    assert stored(db, "run") == exact(path)
+    assert stored(db, "run")[0][3] == pytest.approx(1.7e9)  # epoch ms became seconds

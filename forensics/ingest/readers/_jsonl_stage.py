@@ -23,21 +23,29 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
-
-import duckdb
-import polars as pl
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
 from forensics.ingest.readers._wide import (
     WALL_TIME_KEYS,
     clock_scale,
+    first_value_scale,
     metric_columns,
     pick_step_key,
     steps_column,
     to_float,
     wall_time_column,
 )
+from forensics.lazy import lazy_module
+from forensics.store.arrow import to_polars
 from forensics.store.blocks import MetricBlock, value_column
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+else:
+    duckdb = lazy_module("duckdb")
+    pl = lazy_module("polars")
 
 # DuckDB's sampled type → how we treat the column.
 _KEPT = ("DOUBLE", "VARCHAR")
@@ -99,7 +107,7 @@ def column_types(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
 
 def staged_wide(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame | None:
     """The staged table as a polars frame, or None when the exact path must judge it."""
-    wide = pl.DataFrame(pl.from_arrow(con.table(table).to_arrow_table()))
+    wide = to_polars(con.table(table))
     for name in wide.columns:
         if wide[name].dtype == pl.String and wide[name].str.contains(_NESTED_TEXT).any():
             return None
@@ -117,6 +125,72 @@ def sql_block(con: duckdb.DuckDBPyConnection, table: str, path: Path) -> MetricB
     key = pick_step_key(list(types))
     if key is None or types[key] not in _NUMERIC_TYPES:
         return None
+    heads = _sql_heads(con, table, types, key)
+    if heads is None:
+        heads = _polars_heads(con, table, types, key, path)
+        if heads is None:
+            return None
+    rising, wall_key, wall = heads
+    names = []
+    for name in metric_columns(list(types), {wall_key} if wall_key else set()):
+        if types[name] in _NUMERIC_TYPES:
+            names.append(name)
+        elif not _no_numbers(_fetch(con, table, [name])[name]):
+            return None  # numbers written as text, or a nested value: polars decides
+    values = [f"{ident(n)}::DOUBLE AS {value_column(i)}" for i, n in enumerate(names)]
+    sql = ", ".join([f"{ident(key)}::BIGINT AS step", f"{wall} AS wall_time", *values])
+    return MetricBlock(con.sql(f"SELECT {sql} FROM {table}"), names, rising)
+
+
+# How a staged block's step and wall time are judged: (steps rise in file order, the wall
+# time key or None, the SQL of wall_time in seconds).
+_Heads = tuple[bool, str | None, str]
+# Step types judged in SQL: those a BIGINT holds; others (BOOLEAN, UBIGINT, HUGEINT) go
+# through `_polars_heads`, which applies `steps_column` itself.
+_SQL_STEP_TYPES = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "UINTEGER", "USMALLINT",
+                   "UTINYINT", "DOUBLE", "FLOAT")  # fmt: skip
+_SQL_CLOCK_TYPES = (*_NARROW_INTS, "DOUBLE", "FLOAT")  # polars' numeric, not BOOLEAN
+
+
+def _sql_heads(
+    con: duckdb.DuckDBPyConnection, table: str, types: dict[str, str], key: str
+) -> _Heads | None:
+    """The `_wide` rules for step and wall time, applied in SQL so that a plain numeric
+    log reaches the store without importing polars (~0.2 s of a whole-process ingest).
+    None when SQL does not settle it (null or fractional steps, a text or boolean clock
+    column): `_polars_heads` applies the rules themselves, as before."""
+    if types[key] not in _SQL_STEP_TYPES or "rowid" in (k.lower() for k in types):
+        return None  # a `rowid` key would hide the table's own row numbers (file order)
+    col = ident(key)
+    integral = "TRUE"
+    if types[key] in ("DOUBLE", "FLOAT"):
+        integral = f"isfinite({col}) AND {col} = round({col})"
+    # file order is the staged table's rowid (CREATE TABLE AS keeps insertion order)
+    (nulls, fractional, back) = con.execute(
+        f"SELECT count(*) FILTER (WHERE {col} IS NULL), "
+        f"count(*) FILTER (WHERE {col} IS NOT NULL AND NOT ({integral})), "
+        f"count(*) FILTER (WHERE back) FROM (SELECT {col}, "
+        f"{col} <= lag({col}) OVER (ORDER BY rowid) AS back FROM {table})"
+    ).fetchall()[0]
+    if nulls or fractional:
+        return None
+    for wall_key in (k for k in WALL_TIME_KEYS if k in types and k != key):
+        if types[wall_key] not in _SQL_CLOCK_TYPES:
+            return None  # text, boolean or a date: polars reads such clocks
+        clock = f"{ident(wall_key)}::DOUBLE"
+        first = con.execute(
+            f"SELECT {clock} FROM {table} WHERE isfinite({clock}) ORDER BY rowid LIMIT 1"
+        ).fetchall()
+        scale = first_value_scale(first[0][0]) if first else None
+        if scale is not None:  # the rounding `_wide` uses: times the reciprocal
+            return not back, wall_key, f"{ident(wall_key)}::DOUBLE * {1.0 / scale!r}"
+    return not back, None, "NULL::DOUBLE"
+
+
+def _polars_heads(
+    con: duckdb.DuckDBPyConnection, table: str, types: dict[str, str], key: str, path: Path
+) -> _Heads | None:
+    """`_sql_heads` by the `_wide` functions themselves; None: not a SQL block."""
     heads = [key] + [k for k in types if k in WALL_TIME_KEYS and k != key]
     head = _fetch(con, table, heads)
     if head[key].null_count():
@@ -133,21 +207,12 @@ def sql_block(con: duckdb.DuckDBPyConnection, table: str, path: Path) -> MetricB
         scale = clock_scale(head[wall_key].cast(pl.Float64))
         assert scale is not None  # wall_time_column chose it as a clock
         wall = f"{ident(wall_key)}::DOUBLE * {1.0 / scale!r}"  # the rounding `_wide` uses
-    names = []
-    for name in metric_columns(list(types), {wall_key} if wall_key else set()):
-        if types[name] in _NUMERIC_TYPES:
-            names.append(name)
-        elif not _no_numbers(_fetch(con, table, [name])[name]):
-            return None  # numbers written as text, or a nested value: polars decides
-    values = [f"{ident(n)}::DOUBLE AS {value_column(i)}" for i, n in enumerate(names)]
-    sql = ", ".join([f"{ident(key)}::BIGINT AS step", f"{wall} AS wall_time", *values])
-    rising = bool((steps.diff().drop_nulls() > 0).all())
-    return MetricBlock(con.sql(f"SELECT {sql} FROM {table}"), names, rising)
+    return bool((steps.diff().drop_nulls() > 0).all()), wall_key, wall
 
 
 def _fetch(con: duckdb.DuckDBPyConnection, table: str, names: list[str]) -> pl.DataFrame:
     cols = ", ".join(ident(n) for n in names)
-    return pl.DataFrame(pl.from_arrow(con.sql(f"SELECT {cols} FROM {table}").to_arrow_table()))
+    return to_polars(con.sql(f"SELECT {cols} FROM {table}"))
 
 
 def _no_numbers(text: pl.Series) -> bool:

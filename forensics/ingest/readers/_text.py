@@ -11,11 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
 from forensics.ingest.base import HEAD_BYTES
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 # Files that are never a raw training log even when they quote one (a README quoting
 # `step:946/1530 train_loss:5.0995`), or that belong to a structured reader.

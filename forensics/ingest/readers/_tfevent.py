@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
 from forensics.ingest.readers import _tfproto as proto
@@ -35,6 +34,12 @@ from forensics.ingest.readers._tfrecord import (
     u64,
     varints,
 )
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 _BATCH = 1 << 17  # records decoded per batch: temporaries small enough to be reused
 _MIN_GROUP = 64  # records of one length below which no template is tried

@@ -17,8 +17,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 PLUGIN_NONE, PLUGIN_SCALARS, PLUGIN_OTHER = 0, 1, 2
 SCALARS = b"scalars"

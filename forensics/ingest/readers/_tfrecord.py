@@ -13,10 +13,15 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 PAD = 64
 HEADER = 12  # u64 data length + u32 masked CRC of it
@@ -26,18 +31,22 @@ _SMALL = 1 << 16  # record lengths below this have their length CRC looked up
 
 
 # ----- CRC-32C (Castagnoli), as TFRecord masks it ------------------------------------------
-def _crc_table() -> np.ndarray:
-    table = np.zeros(256, dtype=np.uint32)
+def _crc_list() -> list[int]:
+    table: list[int] = []
     for i in range(256):
         c = i
         for _ in range(8):
             c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table[i] = c
+        table.append(c)
     return table
 
 
-CRC_TABLE = _crc_table()
-_CRC_LIST = [int(c) for c in CRC_TABLE]
+_CRC_LIST = _crc_list()  # plain ints: importing a reader must not load numpy
+
+
+@lru_cache(maxsize=1)
+def crc_table() -> np.ndarray:
+    return np.asarray(_CRC_LIST, dtype=np.uint32)
 
 
 def mask(crc: np.ndarray) -> np.ndarray:
@@ -48,8 +57,9 @@ def mask(crc: np.ndarray) -> np.ndarray:
 def masked_crc(rows: np.ndarray) -> np.ndarray:
     """Masked CRC-32C of each row of an (n, w) uint8 matrix: one pass per column."""
     crc = np.full(rows.shape[0], 0xFFFFFFFF, dtype=np.uint32)
+    table = crc_table()
     for col in np.ascontiguousarray(rows.T):
-        crc = CRC_TABLE[(crc ^ col) & 0xFF] ^ (crc >> 8)
+        crc = table[(crc ^ col) & 0xFF] ^ (crc >> 8)
     return mask(crc ^ np.uint32(0xFFFFFFFF))
 
 
@@ -74,10 +84,11 @@ def shift_tables(depth: int) -> np.ndarray:
     CRC(record) = CRC(template) ^ XOR over those bytes j of row[len - j][record[j] ^ t[j]].
     """
     out = np.zeros((depth + 1, 256), dtype=np.uint32)
-    state = CRC_TABLE.copy()
+    table = crc_table()
+    state = table.copy()
     for d in range(1, depth + 1):
         out[d] = state
-        state = CRC_TABLE[state & 0xFF] ^ (state >> 8)
+        state = table[state & 0xFF] ^ (state >> 8)
     return out
 
 

@@ -9,6 +9,9 @@ drift apart:
   counters, not optimizer steps; `step` beats `iteration`/`iter` because litgpt-style logs
   count micro-iterations there. Every step key is bookkeeping, never a metric. A record
   without the chosen step is skipped with a warning; a non-integer step is an error.
+  A table with no step key but an epoch counter (`EPOCH_KEYS`: Keras' CSVLogger, per-epoch
+  JSONL) has its records numbered 1, 2, ... in file order, with a warning, as the generic
+  text reader does for a log without a step counter; the epoch stays a metric.
 * Wall time: the first of `WALL_TIME_KEYS` whose values look like a clock (epoch seconds,
   milliseconds, microseconds or nanoseconds, or ISO-8601 text). A `time` column holding
   durations (0.3 s per step) stays a metric.
@@ -22,11 +25,16 @@ drift apart:
 from __future__ import annotations
 
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
+from forensics.lazy import lazy_module
 from forensics.store.blocks import MetricBlock, block_from_columns, block_to_long
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 STEP_KEYS: tuple[str, ...] = (
     "trainer/global_step",
@@ -36,6 +44,7 @@ STEP_KEYS: tuple[str, ...] = (
     "iter",
     "_step",
 )
+EPOCH_KEYS: tuple[str, ...] = ("epoch", "Epoch")
 WALL_TIME_KEYS: tuple[str, ...] = ("wall_time", "_timestamp", "timestamp", "time")
 _INDEX_COLUMNS = frozenset({"", "index", "Unnamed: 0"})
 _EPOCH_MIN_S = 1e8  # 1973: smaller "times" are durations, not clock readings
@@ -44,6 +53,14 @@ _EPOCH_MIN_S = 1e8  # 1973: smaller "times" are durations, not clock readings
 def pick_step_key(columns: list[str]) -> str | None:
     present = set(columns)
     return next((k for k in STEP_KEYS if k in present), None)
+
+
+def epoch_key(columns: list[str]) -> str | None:
+    """The epoch counter of a table that has no step key (its records get numbered)."""
+    if pick_step_key(columns) is not None:
+        return None
+    present = set(columns)
+    return next((k for k in EPOCH_KEYS if k in present), None)
 
 
 def to_float(col: pl.Series) -> pl.Series | None:
@@ -84,7 +101,12 @@ def clock_scale(col: pl.Series) -> float | None:
     finite = col.filter(col.is_finite())
     if finite.is_empty():
         return None
-    first = abs(float(finite[0]))
+    return first_value_scale(float(finite[0]))
+
+
+def first_value_scale(first: float) -> float | None:
+    """`clock_scale` given the column's first finite value (the SQL path finds it in SQL)."""
+    first = abs(first)
     if first < _EPOCH_MIN_S:
         return None
     return 1.0 if first < 1e11 else 1e3 if first < 1e14 else 1e6 if first < 1e17 else 1e9
@@ -151,9 +173,20 @@ def wide_to_block(
     not a metric. `first_line` as for `wide_to_long`.
     """
     key = pick_step_key(wide.columns)
-    if key is None:
-        raise InputError(path, "no step column", expected=f"one of {', '.join(STEP_KEYS)}")
-    steps = steps_column(wide, key, path, first_line)
+    numbered = []
+    if key is None and (epoch := epoch_key(wide.columns)) is not None:
+        steps = pl.int_range(1, wide.height + 1, dtype=pl.Int64, eager=True)
+        numbered = [
+            f"no step column: the {wide.height} records are numbered 1, 2, ... in file order "
+            f"(the step axis is the record's rank, not the optimizer step); '{epoch}' is kept "
+            "as a metric"
+        ]
+    elif key is None:
+        raise InputError(
+            path, "no step column", expected=f"one of {', '.join(STEP_KEYS)} (or an epoch)"
+        )
+    else:
+        steps = steps_column(wide, key, path, first_line)
     wall_key, wall = wall_time_column(wide)
     names, values = [], []
     for name in metric_columns(wide.columns, {wall_key} if wall_key else set()):
@@ -164,7 +197,7 @@ def wide_to_block(
     block = block_from_columns(steps, wall, values, names)
     missing = steps.null_count()
     if not missing:
-        return block, []
+        return block, numbered
     assert isinstance(block.frame, pl.DataFrame)
     block.frame = block.frame.filter(pl.col("step").is_not_null())
     return block, [f"{missing} records without a '{key}' value were skipped"]

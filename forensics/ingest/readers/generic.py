@@ -33,8 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from forensics.canon import alias_table
 from forensics.errors import InputError
@@ -48,6 +47,12 @@ from forensics.ingest.readers._text import (
     read_text,
     scan_beyond_head,
 )
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 SLOT = "\x00"  # NUL never survives read_text, so it cannot occur in a line
 # A number as logs print it. The leading \b keeps digits inside names (`gpt2`, `mtp_1`,

@@ -18,14 +18,18 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.config import is_config_file, load_config, normalise_config
 from forensics.ingest.jsonfile import read_json_object
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 _SUMMARY_KEYS = frozenset(
     {"train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",

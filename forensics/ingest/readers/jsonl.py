@@ -27,21 +27,32 @@ import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import duckdb
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.readers import _jsonl_stage as staging
-from forensics.ingest.readers._wide import STEP_KEYS, WALL_TIME_KEYS, wide_to_block
+from forensics.ingest.readers._wide import (
+    EPOCH_KEYS,
+    STEP_KEYS,
+    WALL_TIME_KEYS,
+    wide_to_block,
+)
+from forensics.lazy import lazy_module
 from forensics.store.blocks import MetricBlock, block_to_long
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+else:
+    duckdb = lazy_module("duckdb")
+    pl = lazy_module("polars")
 
 # One JSON object with a step key, yet not a per-step log: W&B's end-of-run summary.
 NOT_HISTORY = frozenset({"wandb-summary.json", "wandb-metadata.json"})
 SMALL_FILE_BYTES = 1 << 20  # below this, starting DuckDB costs more than parsing in Python
 _STEP_SET = frozenset(STEP_KEYS)
+_COUNTERS = frozenset(STEP_KEYS + EPOCH_KEYS)  # a per-epoch log is numbered (_wide)
 _CHUNK_ROWS = 50_000
 _TAIL_BYTES = 1 << 20
 _GLOB_CHARS = re.compile(r"[*?\[\]{}]")
@@ -62,7 +73,7 @@ class JsonlReader(Reader):
         if path.name in NOT_HISTORY:
             return False
         record = first_record(head)
-        return record is not None and any(k in STEP_KEYS for k in flat_keys(record))
+        return record is not None and any(k in _COUNTERS for k in flat_keys(record))
 
     def read(self, path: Path) -> ReadResult:
         block, warnings, _ = _read(path, None, None)

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from forensics.errors import InputError
-from forensics.ingest.base import EVENT_SCHEMA, Reader, ReadResult, register
+from forensics.ingest.base import Reader, ReadResult, event_schema, register
 from forensics.ingest.readers._text import (
     NUMBER,
     cut_last_line,
@@ -29,6 +27,12 @@ from forensics.ingest.readers._text import (
     read_text,
     scan_beyond_head,
 )
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 # `[prefix] iteration 30/ 1000 | ...` (Megatron) and `iteration: 327281 / 378950 | ...` (nanotron).
 _TRAIN = r"^(?P<prefix>.*?)\biteration(?P<colon>:?)\s+(?P<step>\d+)\s*/\s*\d+\s*\|(?P<rest>.*)$"
@@ -484,5 +488,5 @@ class MegatronReader(Reader):
             metrics=metrics,
             config=config,
             warnings=warnings,
-            events=events.select([pl.col(c).cast(t) for c, t in EVENT_SCHEMA.items()]),
+            events=events.select([pl.col(c).cast(t) for c, t in event_schema().items()]),
         )

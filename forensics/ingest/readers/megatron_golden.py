@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.jsonfile import read_json_object
+from forensics.lazy import lazy_module
 
-_SCHEMA = {"step": pl.Int64, "raw_name": pl.Utf8, "value": pl.Float64}
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 
 @register
@@ -56,7 +58,14 @@ class MegatronGoldenReader(Reader):
             "hold no data: the run stopped early or had not reached them"
             for (n, a, b), names in gaps.items()
         ]
-        return ReadResult(pl.DataFrame(rows, schema=_SCHEMA, orient="row"), warnings=warnings)
+        return ReadResult(
+            pl.DataFrame(
+                rows,
+                schema={"step": pl.Int64, "raw_name": pl.Utf8, "value": pl.Float64},
+                orient="row",
+            ),
+            warnings=warnings,
+        )
 
 
 def _load(path: Path) -> dict[str, Any]:

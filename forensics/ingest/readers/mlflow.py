@@ -12,15 +12,20 @@ Deleted runs (`lifecycle_stage: deleted`, or under `.trash`) are ignored.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import yaml
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.config import coerce_scalar, normalise_config, safe_yaml
 from forensics.ingest.readers._wide import to_float
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 _LINE = "'<timestamp ms> <value> <step>'"
 _META_KEYS = ("run_id", "run_name", "experiment_id", "status", "start_time", "end_time", "user_id")

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-
-import polars as pl
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, read_head, register
-from forensics.ingest.readers._wide import pick_step_key, wide_to_block
+from forensics.ingest.readers._wide import epoch_key, pick_step_key, wide_to_block
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow.parquet as pq
+else:
+    pl = lazy_module("polars")
+    pq = lazy_module("pyarrow.parquet")
 
 _DELIMITERS = {".csv": ",", ".tsv": "\t"}
 _PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -30,7 +36,8 @@ class TableReader(Reader):
     priority = 30  # after W&B and Lightning tables, before the text-log readers
 
     def sniff(self, path: Path, head: str) -> bool:
-        return pick_step_key(table_header(path, head)) is not None
+        header = table_header(path, head)
+        return pick_step_key(header) is not None or epoch_key(header) is not None
 
     def read(self, path: Path) -> ReadResult:
         wide, warnings, first_line = load_table(path)

@@ -43,12 +43,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
-from forensics.ingest.base import EVENT_SCHEMA, METRIC_SCHEMA, Reader, ReadResult, register
+from forensics.ingest.base import Reader, ReadResult, event_schema, metric_schema, register
 from forensics.ingest.readers import _tfevent, _tfrecord
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 EVENT_PREFIX = "events.out.tfevents"
 SPLIT_NAMES = frozenset(
@@ -78,11 +83,11 @@ class TensorBoardReader(Reader):
         frames = [p.metrics for p in parts if p.metrics.height]
         events = [p.events for p in parts if p.events.height]
         warnings = [w for p in parts for w in p.warnings]
-        metrics = pl.concat(frames) if frames else pl.DataFrame(schema=METRIC_SCHEMA)
+        metrics = pl.concat(frames) if frames else pl.DataFrame(schema=metric_schema())
         return ReadResult(
             metrics=megatron_tags(metrics, warnings),
             warnings=warnings,
-            events=pl.concat(events) if events else pl.DataFrame(schema=EVENT_SCHEMA),
+            events=pl.concat(events) if events else pl.DataFrame(schema=event_schema()),
         )
 
 
@@ -205,7 +210,7 @@ def read_event_file(path: Path) -> FileResult:
             "wall_time": rows.wall,
         }
     )
-    events = pl.DataFrame(schema=EVENT_SCHEMA)
+    events = pl.DataFrame(schema=event_schema())
     if frames.torn_at is not None:
         warnings.append(
             f"{path}: torn last record at byte offset {frames.torn_at} "
@@ -215,7 +220,7 @@ def read_event_file(path: Path) -> FileResult:
         last = int(rows.step[-1]) if rows.step.size else None
         detail = f"{path.name}: torn record at byte offset {frames.torn_at}"
         events = pl.DataFrame(
-            [{"step": last, "kind": "torn_record", "detail": detail}], schema=EVENT_SCHEMA
+            [{"step": last, "kind": "torn_record", "detail": detail}], schema=event_schema()
         )
     if not frames.starts.size:
         warnings.append(f"{path}: no complete event record")

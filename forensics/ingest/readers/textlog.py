@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import yaml
 
 from forensics.errors import InputError
@@ -33,6 +32,12 @@ from forensics.ingest.readers._text import (
     read_text,
     scan_beyond_head,
 )
+from forensics.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import polars as pl
+else:
+    pl = lazy_module("polars")
 
 ENV_VAR = "FORENSICS_LINE_PATTERNS"
 SHIPPED = "forensics/data/line_patterns.yaml"
