@@ -218,7 +218,9 @@ def replayable(store: Store, run_id: str) -> str | None:
     if not n_batch:
         return (
             f'run "{run_id}" has no batch manifest ingested: replay needs the batches it '
-            "trained on (a batches.jsonl / *manifest*.jsonl beside the logs)"
+            "trained on: a manifest beside the logs (forensics/batches.jsonl from the recorder, "
+            "batches.jsonl / *manifest*.jsonl), the token shards it read in order (--shards, "
+            "--loader, --batch-size, --seq-len), or a Hugging Face run's dataset (--dataset)"
         )
     if not n_ckpt:
         return f'run "{run_id}" has no checkpoint ingested: only data statistics can run'

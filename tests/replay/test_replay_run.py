@@ -116,7 +116,9 @@ def test_replayable_says_what_is_missing(db: Path) -> None:
         store.con.execute("DELETE FROM checkpoints")
         assert "checkpoint" in (replayable(store, RUN) or "")
         store.con.execute("DELETE FROM batches")
-        assert "manifest" in (replayable(store, RUN) or "")
+        said = replayable(store, RUN) or ""
+        assert "manifest" in said  # and every way to unlock tier 1 (docs/replay.md)
+        assert all(flag in said for flag in ("--shards", "--loader", "--dataset"))
         with pytest.raises(ReplayError, match="no batch manifest"):
             replay_run(store, RUN, device="cpu")
 
