@@ -35,3 +35,19 @@ class _LazyModule(types.ModuleType):
 def lazy_module(name: str) -> Any:
     """A stand-in for `import name` that imports it on the first attribute access."""
     return _LazyModule(name)
+
+
+def lazy_exports(package: str, where: dict[str, str]) -> Any:
+    """A package's module-level `__getattr__` (PEP 562) that imports an exported name's
+    module on its first use: `where` maps each name to the module that defines it.
+
+    Why: a package __init__ that imported its submodules would make `forensics formats` or
+    `analyze --no-replay` pay for torch, polars or DuckDB through a light neighbour.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name in where:
+            return getattr(importlib.import_module(where[name]), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -8,12 +8,12 @@ docs/detection.md describes the algorithm, every threshold and every feature.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forensics.detect.config import DetectConfig
+from forensics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from forensics.detect import recurrence
@@ -36,11 +36,7 @@ _LAZY = {
     "load_rules": "forensics.detect.rules",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'forensics.detect' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 
 def detect(

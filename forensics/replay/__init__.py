@@ -17,8 +17,9 @@ light part of this package (the replay sources of `forensics analyze --no-replay
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from forensics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from forensics.replay.context import replayable
@@ -34,8 +35,4 @@ _FROM = {
     "replayable": "forensics.replay.context",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(importlib.import_module(_FROM[name]), name)
-    raise AttributeError(f"module 'forensics.replay' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _FROM)

@@ -22,8 +22,9 @@ torch through this package.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from forensics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from forensics.sim.checkpoint import (
@@ -82,8 +83,4 @@ _FROM = {
     "train_steps": "forensics.sim.trainer",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(importlib.import_module(_FROM[name]), name)
-    raise AttributeError(f"module 'forensics.sim' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _FROM)

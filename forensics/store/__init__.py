@@ -6,18 +6,14 @@ store (forensics.store.blocks, for the reader registry of `forensics formats`) d
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from forensics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from forensics.store.db import Store, open_store
     from forensics.store.schema import SCHEMA_VERSION
 
 __all__ = ["SCHEMA_VERSION", "Store", "open_store"]
-_FROM = {"Store": "db", "open_store": "db", "SCHEMA_VERSION": "schema"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(importlib.import_module(f"forensics.store.{_FROM[name]}"), name)
-    raise AttributeError(f"module 'forensics.store' has no attribute {name!r}")
+_DB, _SCHEMA = "forensics.store.db", "forensics.store.schema"
+__getattr__ = lazy_exports(__name__, {"Store": _DB, "open_store": _DB, "SCHEMA_VERSION": _SCHEMA})
