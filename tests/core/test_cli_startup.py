@@ -41,8 +41,10 @@ FROZEN = {
     "forensics.errors",
 }
 # `forensics rules list` adds the rule loader and the plain-data vocabularies it checks
-# rules against (forensics/detect/vocab.py), not the detector.
+# rules against (forensics/detect/vocab.py), not the detector (forensics.detect resolves its
+# exports lazily through forensics/lazy.py).
 RULES_FROZEN = FROZEN | {
+    "forensics.lazy",
     "forensics.detect",
     "forensics.detect.config",
     "forensics.detect.expr",
