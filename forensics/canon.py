@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from forensics.errors import InputError
+from forensics.yamlio import safe_load
 
 _SEP = re.compile(r"[\s\-]+")
 
@@ -84,7 +85,7 @@ class AliasTable:
 
 def _load_yaml(path: Path | str, text: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError(path, f"not valid YAML: {exc}".splitlines()[0]) from exc
     if not isinstance(data, dict):
@@ -92,9 +93,13 @@ def _load_yaml(path: Path | str, text: str) -> dict[str, Any]:
     return data
 
 
-@lru_cache(maxsize=8)
 def alias_table(user_file: str | None = None) -> AliasTable:
     """The shipped table, extended by a user's file when one is given."""
+    return _alias_table(user_file)  # one cache entry whether None is passed or defaulted
+
+
+@lru_cache(maxsize=8)
+def _alias_table(user_file: str | None) -> AliasTable:
     table = AliasTable()
     text = resources.files("forensics").joinpath("data/aliases.yaml").read_text()
     table.extend(_load_yaml("forensics/data/aliases.yaml", text), "forensics/data/aliases.yaml")

@@ -28,6 +28,7 @@ from forensics.detect.expr import ExprError, Expression, parse
 from forensics.detect.model import CAUSES, RECOVERIES, Evidence, Finding
 from forensics.detect.vocab import EVIDENCE_SOURCES, FEATURES, TYPES
 from forensics.errors import RuleError
+from forensics.yamlio import safe_load
 
 KEYS = (
     "id",
@@ -49,9 +50,6 @@ STATUSES = ("experimental", "test", "stable")
 LEVELS = ("informational", "low", "medium", "high", "critical")
 DESCRIPTION_PARTS = ("What it detects", "Why it matters", "What to do")
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-# libyaml's safe loader when PyYAML was built with it: the same documents, ~10x faster than
-# the pure-Python SafeLoader (which was half of `forensics rules list`'s start-up).
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -271,7 +269,7 @@ def _fixtures(path: Path, value: Any) -> dict[str, list[dict[str, Any]]]:
 def load_rule(path: Path) -> Rule:
     """Parse and validate one rule file; RuleError names the file and the field."""
     try:
-        data = yaml.load(path.read_text(), Loader=_SAFE_LOADER)
+        data = safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise RuleError(path, "(file)", f"not readable YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from forensics.errors import ForensicsError
+from forensics.yamlio import safe_load
 
 _SEP = re.compile(r"[\s\-]+")
 
@@ -58,7 +59,7 @@ class Knowledge:
     @classmethod
     def from_text(cls, text: str, source: str) -> Knowledge:
         try:
-            data = yaml.safe_load(text)
+            data = safe_load(text)
         except yaml.YAMLError as exc:
             raise KnowledgeError(f"{source}: not valid YAML: {exc}") from exc
         if not isinstance(data, dict):

@@ -51,10 +51,17 @@ RULES_FROZEN = FROZEN | {
     "forensics.detect.model",
     "forensics.detect.rules",
     "forensics.detect.vocab",
+    "forensics.yamlio",
 }
 # `forensics formats` imports every reader module (the registry), which bind their
 # libraries lazily (forensics/lazy.py), plus what those import at module level.
-FORMATS_EXTRA = ("forensics.ingest", "forensics.store", "forensics.lazy", "forensics.canon")
+FORMATS_EXTRA = (
+    "forensics.ingest",
+    "forensics.store",
+    "forensics.lazy",
+    "forensics.canon",
+    "forensics.yamlio",
+)
 HEAVY = (
     "torch", "scipy", "plotly", "polars", "duckdb", "numpy", "pyarrow", "pandas",
     "transformers", "kaleido", "safetensors",
