@@ -185,7 +185,8 @@ def analyze(
             for name, step in rest:
                 ctx.progress(name)
                 step(ctx)
-            return AnalyzeResult(ctx.run_id, db, ctx.detection, ctx.outputs, ctx.notes)
+            said = [f"ingest: {n}" for n in ctx.ingest_notes.get(ctx.run_id, [])]
+            return AnalyzeResult(ctx.run_id, db, ctx.detection, ctx.outputs, said + ctx.notes)
         detected = _detect_all(ctx) if any(n == "detect" for n, _ in rest) else {}
         rest = [(n, s) for n, s in rest if n != "detect"] if detected else rest
         results = [_one_run(ctx, run_id, rest, detected.get(run_id)) for run_id in ctx.run_ids]

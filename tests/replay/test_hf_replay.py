@@ -250,7 +250,8 @@ def test_a_run_folder_with_only_checkpoint_states_is_analysed(
         shutil.copy(src, run / f"checkpoint-{ckpt}" / "trainer_state.json")
     assert not (run / "trainer_state.json").exists()
     out = tmp_path / "out"
-    _analyze(run, hf_run["dataset"], out, "--no-replay")
+    said = _analyze(run, hf_run["dataset"], out, "--no-replay")
+    assert "ingest: " in said and "latest checkpoint, checkpoint-150" in said  # on screen too
     full = json.loads((hf_run["out"] / "checkpoint-150" / "trainer_state.json").read_text())
     logged = {e["step"]: e["loss"] for e in full["log_history"] if "loss" in e}
     with open_store(out / "forensics.duckdb") as store:
