@@ -1,4 +1,7 @@
-"""One YAML loader for every file forensics reads (its own tables and users' files).
+"""One YAML loader for the YAML documents forensics reads as data: its own tables (aliases,
+line patterns, lessons), rules, users' alias and pattern files, MLflow's meta.yaml during
+discovery. A run's config goes through ingest/config.py's `safe_yaml` instead (lenient tags,
+bounded alias expansion), as does the run config the MLflow reader reads.
 
 Why: libyaml's safe loader, when PyYAML was built with it, reads the same documents ~10x
 faster than the pure-Python SafeLoader, which was half of `forensics rules list`'s start-up

@@ -42,6 +42,7 @@ from forensics.canon import alias_table
 from forensics.ingest.base import Reader, ReadResult
 from forensics.lazy import lazy_module
 from forensics.store.blocks import value_column
+from forensics.yamlio import safe_load
 
 if TYPE_CHECKING:
     import polars as pl
@@ -344,7 +345,7 @@ def _mlflow_meta(folder: Path) -> dict[str, object]:
     if not (folder.is_dir() and meta.is_file() and (folder / "metrics").is_dir()):
         return {}
     try:
-        data = yaml.safe_load(meta.read_text(encoding="utf-8", errors="replace"))
+        data = safe_load(meta.read_text(encoding="utf-8", errors="replace"))
     except yaml.YAMLError:
         return {}
     return data if isinstance(data, dict) else {}

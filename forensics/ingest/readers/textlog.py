@@ -33,6 +33,7 @@ from forensics.ingest.readers._text import (
     scan_beyond_head,
 )
 from forensics.lazy import lazy_module
+from forensics.yamlio import safe_load
 
 if TYPE_CHECKING:
     import polars as pl
@@ -93,7 +94,7 @@ def _load_cached(source: str, mtime: int | None) -> tuple[LinePattern, ...]:
     else:
         text = Path(source).read_text(encoding="utf-8", errors="replace")
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError(source, f"not valid YAML: {exc}".splitlines()[0]) from exc
     items = data.get("patterns") if isinstance(data, dict) else None
