@@ -89,9 +89,9 @@ _HIDDEN = ("Cc", "Cf", "Cs", "Co", "Zl", "Zp")  # control, format (bidi, zero-wi
 def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
     """Decoded training text (untrusted: anything a corpus holds) as one inline code span that
     shows it as it is and cannot break out: newlines and tabs drawn as ⏎ and ⇥, other control
-    and format characters (bidi overrides, zero-width) as \\uXXXX, cut at `limit` characters
-    (the rest counted), fenced with more backticks than any run inside (a code span shows
-    `<script>`, `**` or `](x)` as text)."""
+    and format characters (bidi overrides, zero-width) as `\\u` and their hex code, cut at
+    `limit` characters (the rest counted), fenced with more backticks than any run inside (a
+    code span shows `<script>`, `**` or `](x)` as text)."""
     chars = []
     for ch in str(value):
         if ch in _SHOWN:

@@ -28,6 +28,13 @@ from torch import nn
 ARCH = "forensics-gpt"
 
 
+def known_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The entries of `data` that are fields of dataclass `cls` (a checkpoint's config dict
+    carries `arch` and, from other versions, keys this one does not know)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
 @dataclass
 class GPTConfig:
     vocab_size: int = 512  # token ids the model embeds and predicts (rows of wte / lm_head)
@@ -66,8 +73,7 @@ class GPTConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GPTConfig:
         """Inverse of to_dict; ignores `arch` and unknown keys so old checkpoints still load."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**known_fields(cls, data))
 
 
 # Presets. `tiny` trains a few thousand steps on a 2-core CPU in about a minute (~0.13M params);
@@ -311,8 +317,7 @@ class NanoGPTConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NanoGPTConfig:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**known_fields(cls, data))
 
 
 class LayerNorm(nn.Module):

@@ -35,7 +35,7 @@ import torch
 from forensics.errors import SimulationError
 from forensics.sim import checkpoint as ckpt_io
 from forensics.sim.data import BatchRecord, read_batch, read_manifest, read_shard, sample_record
-from forensics.sim.model import GPT, GPTConfig, preset
+from forensics.sim.model import GPT, GPTConfig, known_fields, preset
 from forensics.sim.precision import LossScaler, compute_dtype
 
 METRIC_KEYS = (
@@ -85,8 +85,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        names = {f.name for f in fields(cls)} - {"model"}
-        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs = known_fields(cls, data)
+        kwargs.pop("model", None)
         return cls(model=GPTConfig.from_dict(data["model"]), **kwargs)
 
 
