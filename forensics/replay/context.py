@@ -217,10 +217,9 @@ def replayable(store: Store, run_id: str) -> str | None:
     ).row(0)
     if not n_batch:
         return (
-            f'run "{run_id}" has no batch manifest ingested: replay needs the batches it '
-            "trained on: a manifest beside the logs (forensics/batches.jsonl from the recorder, "
-            "batches.jsonl / *manifest*.jsonl), the token shards it read in order (--shards, "
-            "--loader, --batch-size, --seq-len), or a Hugging Face run's dataset (--dataset)"
+            f'run "{run_id}" has no batch manifest: replay needs its batches (a '
+            "*manifest*.jsonl or forensics/batches.jsonl beside the logs; --shards with "
+            "--loader, --batch-size, --seq-len; or --dataset)"
         )
     if not n_ckpt:
         return f'run "{run_id}" has no checkpoint ingested: only data statistics can run'

@@ -119,6 +119,8 @@ def test_replayable_says_what_is_missing(db: Path) -> None:
         said = replayable(store, RUN) or ""
         assert "manifest" in said  # and every way to unlock tier 1 (docs/replay.md)
         assert all(flag in said for flag in ("--shards", "--loader", "--dataset"))
+        long_name = "tests__functional_tests__" + "x" * 70  # Megatron golden-value run names
+        assert not str(ReplayError(replayable(store, long_name) or "")).endswith("…")
         with pytest.raises(ReplayError, match="no batch manifest"):
             replay_run(store, RUN, device="cpu")
 
