@@ -267,16 +267,25 @@ def overview(
             vline(inc.onset_step, color, "dot"),
         ]
         text = f"#{inc.incident_id} {name}" if len(incidents) <= 4 else f"#{inc.incident_id}"
-        note = label(inc.onset_step, text, color, "right")
-        note["y"] = 1.0 + 0.07 * _text_row(ends, inc.onset_step, len(text) * span / 110)
-        notes.append(note)
+        notes.append(_stacked(label(inc.onset_step, text, color, "right"), ends, span))
     decorate(fig, shapes, notes)
     fig.update_xaxes(title_text="step", row=len(rows), col=1)
     n = len(incidents)
     marked = f"{n} incident{'s' if n != 1 else ''} marked" if n else "no incident detected"
     title = f"{sentence(metric)} over the whole run: {marked}<br><sup>run {_short(run)}</sup>"
-    fig = layout(fig, title, len(rows))
-    extra = 22 * max(len(ends) - 1, 0)  # room above the plot for the extra rows of labels
+    return _room(layout(fig, title, len(rows)), ends)
+
+
+def _stacked(note: dict[str, Any], ends: list[float], span: float) -> dict[str, Any]:
+    """A label that extends right of its step, raised to the lowest row of labels where it
+    overlaps none (`span`: the steps the x axis shows; ~110 characters fill it)."""
+    note["y"] = 1.0 + 0.07 * _text_row(ends, note["x"], len(note["text"]) * span / 110)
+    return note
+
+
+def _room(fig: go.Figure, ends: list[float]) -> go.Figure:
+    """Room above the plot for the extra rows of labels that _stacked opened."""
+    extra = 22 * max(len(ends) - 1, 0)
     return fig.update_layout(height=fig.layout.height + extra, margin_t=80 + extra)
 
 
@@ -309,19 +318,22 @@ def incident(frame: pl.DataFrame, inc: Incident, f: Facts, title: str) -> go.Fig
     ]
     shapes = [vline(inc.onset_step, "#ff7f0e", "dash")]
     notes = [label(inc.onset_step, f"onset {inc.onset_step}", "#ff7f0e", "left")]
+    ends: list[float] = []  # peak and recovery labels extend right: stacked when they meet
+    span = float(max(hi - lo, 1))
     if inc.peak_step != inc.onset_step:
         shapes.append(vline(inc.peak_step, "#d62728", "dot"))
-        notes.append(label(inc.peak_step, f"peak {inc.peak_step}", "#d62728", "right"))
+        peak = label(inc.peak_step, f"peak {inc.peak_step}", "#d62728", "right")
+        notes.append(_stacked(peak, ends, span))
     rec = f.symptoms.recovery
     if rec is not None:
         shapes.append(vline(rec, "#2ca02c", "dash"))
-        notes.append(label(rec, f"recovered {rec}", "#2ca02c", "right"))
+        notes.append(_stacked(label(rec, f"recovered {rec}", "#2ca02c", "right"), ends, span))
     if series.is_finite(inc.pre_value):
         shapes.append(_level(float(inc.pre_value)))  # type: ignore[arg-type]
         notes.append(_level_label(float(inc.pre_value), logs[0]))  # type: ignore[arg-type]
     decorate(fig, shapes, notes)
     fig.update_xaxes(title_text="step", row=len(rows), col=1)
-    return layout(fig, f"{title}, steps {lo}–{hi}", len(rows))
+    return _room(layout(fig, f"{title}, steps {lo}–{hi}", len(rows)), ends)
 
 
 def _level(y: float) -> dict[str, Any]:

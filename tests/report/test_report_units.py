@@ -9,7 +9,7 @@ import pytest
 
 from forensics.report import fmt
 from forensics.report.export import find_chromium
-from forensics.report.figures import decimate, log_ticks, tick_label, use_log
+from forensics.report.figures import _stacked, decimate, label, log_ticks, tick_label, use_log
 from forensics.report.knowledge import Knowledge, action_argument
 from forensics.report.render import environment, knowledge
 
@@ -145,3 +145,14 @@ def test_log_ticks_are_labelled_in_full() -> None:
     assert len(log_ticks(1e-3, 1e12)) <= 8
     assert log_ticks(0.0, 1.0) == [] and log_ticks(1.0, float("inf")) == []
     assert [tick_label(v) for v in (0.5, 5000.0, 2.5e6, 3.0)] == ["0.5", "5k", "2.5M", "3"]
+
+
+def test_labels_one_step_apart_are_stacked_not_overprinted() -> None:
+    # a real modded-nanogpt spike: peak 14738, back on trend at 14739, on a 192-step axis;
+    # the two labels were drawn over each other ("peak 1473814739")
+    ends: list[float] = []
+    peak = _stacked(label(14738, "peak 14738", "#d62728", "right"), ends, 192)
+    rec = _stacked(label(14739, "recovered 14739", "#2ca02c", "right"), ends, 192)
+    far = _stacked(label(14790, "recovered 14790", "#2ca02c", "right"), ends, 192)
+    assert peak["y"] == 1.0 and rec["y"] > peak["y"]
+    assert far["y"] == 1.0  # a label clear of the others stays on the first row
