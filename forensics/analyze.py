@@ -59,6 +59,7 @@ class AnalyzeContext:
     detection: Detection | None = None
     notes: list[str] = field(default_factory=list)  # what a step skipped, and why
     outputs: list[Path] = field(default_factory=list)
+    plotly_js: Path | None = None  # several runs share OUT/plotly.min.js (None: one per report)
 
 
 Step = Callable[[AnalyzeContext], None]
@@ -116,6 +117,7 @@ def report_step(ctx: AnalyzeContext) -> None:
         ctx.out,
         gpu_hour_cost=ctx.options.gpu_hour_cost,
         warn=lambda msg: ctx.notes.append(f"report: {msg}"),
+        plotly_js=ctx.plotly_js,
     )
     ctx.outputs += [result.readme, *result.postmortems]
 
@@ -221,9 +223,15 @@ def _one_run(
 ) -> AnalyzeResult:
     """The steps after ingest (and detect) on one of several runs, into out/<run>/."""
     sub = ctx.out / safe_folder_name(run_id) if ctx.out is not None else None
-    if sub is not None:
+    shared_js = None
+    if ctx.out is not None and sub is not None:
+        from forensics.report.export import PLOTLY_JS
+
         sub.mkdir(parents=True, exist_ok=True)
-    one = replace(ctx, out=sub, run_id=run_id, detection=detection, notes=[], outputs=[])
+        shared_js = ctx.out / PLOTLY_JS  # one 4.8 MB copy for every run's figures
+    one = replace(
+        ctx, out=sub, run_id=run_id, detection=detection, notes=[], outputs=[], plotly_js=shared_js
+    )
     for name, step in steps:
         one.progress(f"{run_id}: {name}")
         step(one)

@@ -72,11 +72,14 @@ def _short(run_id: str, width: int = 48) -> str:
 def write_overlay(
     store: Store, rec: FleetRecurrence, out: Path, png: bool = True
 ) -> tuple[Path, Path | None, str | None]:
-    """HTML always (plotly.js inline, opens offline); PNG when a browser is found."""
+    """HTML always (it loads the plotly.min.js beside it, so it opens offline); PNG when a
+    browser is found."""
+    from forensics.report.export import write_html
+
     out.mkdir(parents=True, exist_ok=True)
     fig = overlay(store, rec)
     html = out / f"recurrence-{rec.id}.html"
-    fig.write_html(html, include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    write_html(fig, html, f"recurrence-{rec.id}")
     if not png:
         return html, None, None
     path = out / f"recurrence-{rec.id}.png"

@@ -94,3 +94,23 @@ def test_runs_index_says_coverage_in_one_short_cell(tmp_path: Path) -> None:
             assert len(row) < 200
     assert text.count("Non-finite values, gradient") == 1
     assert "were not screened for spikes" not in text  # the long note is not repeated
+
+
+def test_several_runs_share_one_plotly_js(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 11: a folder of runs got a 4.8 MB plotly.min.js in every run's figures/ (53 MB
+    of the 62 MB written for the 11 modded-nanogpt logs); one copy at OUT/ serves them all."""
+    from forensics.analyze import AnalyzeOptions, analyze
+    from forensics.report import export
+
+    monkeypatch.setattr(export, "find_chromium", lambda: (None, "no browser in this test"))
+    for name, n in (("a", 600), ("b", 500)):  # different files: identical ones are one run
+        losses = [2.0 + 8.0 / (1 + s / 50) for s in range(n)]
+        _write_jsonl(tmp_path / "runs" / name / "metrics.jsonl", losses)
+    out = tmp_path / "out"
+    analyze(tmp_path / "runs", out, options=AnalyzeOptions(replay=False))
+    assert [p.relative_to(out).as_posix() for p in out.rglob("plotly.min.js")] == ["plotly.min.js"]
+    pages = sorted(out.glob("*/figures/*.html"))
+    assert {p.parts[-3] for p in pages} == {"a", "b"}
+    for page in pages:
+        text = page.read_text()
+        assert 'src="../../plotly.min.js"' in text and len(text) < 100_000

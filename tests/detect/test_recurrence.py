@@ -86,6 +86,9 @@ def test_compare_writes_the_overlay_figure(fleet) -> None:  # type: ignore[no-un
     html = (db.parent / "out").glob("recurrence-*.html")
     text = next(html).read_text()
     assert "Loss of 4 runs around step" in text and "(no spike)" in text
+    # it loads the plotly.min.js beside it (it embedded its own 4.8 MB copy before)
+    assert 'src="plotly.min.js"' in text and len(text) < 100_000
+    assert (db.parent / "out" / "plotly.min.js").stat().st_size > 1_000_000
 
 
 def test_compare_on_an_empty_store_fails_clearly(tmp_path: Path) -> None:
