@@ -286,7 +286,51 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    text = env.get_template("runs_index.md.j2").render(paths=[str(p) for p in ctx.paths], runs=rows)
+    recurrences, figure = _recurrences(ctx, [r.run_id for r in results])
+    text = env.get_template("runs_index.md.j2").render(
+        paths=[str(p) for p in ctx.paths], runs=rows, recurrences=recurrences, figure=figure
+    )
     index = ctx.out / "README.md"
     index.write_text(text, encoding="utf-8")
     return index
+
+
+def _recurrences(
+    ctx: AnalyzeContext, run_ids: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, str] | None]:
+    """The cross-run recurrences detect stored among these runs (most shared first), for the
+    index, and the overlay of the runs around the first one (OUT/figures/)."""
+    from forensics.fleet.render import short_names
+    from forensics.fleet.summary import read as read_fleet
+
+    assert ctx.out is not None
+    ours = set(run_ids)
+    names = short_names(run_ids)
+    recs = [r for r in read_fleet(ctx.store).recurrences if len(ours & {n for n, _ in r.runs}) > 1]
+    rows = [
+        {
+            "step": r.step,
+            "verdict": r.verdict,
+            "runs": [(_label(names.get(n, n)), safe_folder_name(n), peak) for n, peak in r.runs],
+        }
+        for r in recs
+    ]
+    if not recs or not ctx.options.report:
+        return rows, None
+    from forensics.fleet.figure import write_overlay
+    from forensics.report.export import PLOTLY_JS
+
+    html, png, note = write_overlay(
+        ctx.store, recs[0], ctx.out / "figures", plotly_js=ctx.out / PLOTLY_JS
+    )
+    if note:
+        ctx.notes.append(f"index figure: {note}")
+    figure = {"html": html.relative_to(ctx.out).as_posix(), "step": str(recs[0].step)}
+    if png is not None:
+        figure["png"] = png.relative_to(ctx.out).as_posix()
+    return rows, figure
+
+
+def _label(name: str, width: int = 28) -> str:
+    """A run's short name for a table cell (the link still goes to its folder)."""
+    return name if len(name) <= width else name[: width - 1] + "…"

@@ -70,7 +70,7 @@ def _short(run_id: str, width: int = 48) -> str:
 
 
 def write_overlay(
-    store: Store, rec: FleetRecurrence, out: Path, png: bool = True
+    store: Store, rec: FleetRecurrence, out: Path, png: bool = True, plotly_js: Path | None = None
 ) -> tuple[Path, Path | None, str | None]:
     """HTML always (it loads the plotly.min.js beside it, so it opens offline); PNG when a
     browser is found."""
@@ -79,7 +79,7 @@ def write_overlay(
     out.mkdir(parents=True, exist_ok=True)
     fig = overlay(store, rec)
     html = out / f"recurrence-{rec.id}.html"
-    write_html(fig, html, f"recurrence-{rec.id}")
+    write_html(fig, html, f"recurrence-{rec.id}", plotly_js)
     if not png:
         return html, None, None
     path = out / f"recurrence-{rec.id}.png"

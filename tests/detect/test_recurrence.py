@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,31 @@ def test_compare_writes_the_overlay_figure(fleet) -> None:  # type: ignore[no-un
 def test_compare_on_an_empty_store_fails_clearly(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["compare", "--db", str(tmp_path / "none.duckdb")])
     assert res.exit_code != 0 and "error" in res.output.lower()
+
+
+def test_analyzing_a_folder_of_runs_lists_the_recurrences_in_its_index(
+    real_logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 15 item 2, as part of analyzing several runs: the index (OUT/README.md) names
+    the steps where runs spike together, with the runs and the overlay figure; the runs'
+    figures and the overlay share one OUT/plotly.min.js."""
+    from forensics.analyze import AnalyzeOptions, analyze
+    from forensics.report import export
+
+    monkeypatch.setattr(export, "find_chromium", lambda: (None, "no browser in this test"))
+    folder = tmp_path / "runs"  # a folder of four runs (discovery follows no link out of it)
+    folder.mkdir()
+    for name in [*AT_946[:3], CLEAN]:
+        shutil.copyfile(real_logs / (MODDED + name), folder / name)
+    out = tmp_path / "out"
+    result = analyze(folder, out, options=AnalyzeOptions(replay=False))
+    index = (out / "README.md").read_text()
+    section = index[index.index("## Spikes that recur across runs") :]
+    row = next(ln for ln in section.splitlines() if ln.startswith("| 946 |"))
+    assert row.count("](") == 3 and "AdamW" not in row  # the three runs, not the clean one
+    assert "the data at this step" in row and "1 run(s) covering the step do not spike" in row
+    assert "figures/recurrence-1.html" in section
+    with open_store(result.db) as store:
+        (n,) = store.con.execute("SELECT count(*) FROM recurrences WHERE step = 946").fetchone()  # type: ignore[misc]
+    assert n == 3
+    assert [p.relative_to(out).as_posix() for p in out.rglob("plotly.min.js")] == ["plotly.min.js"]
