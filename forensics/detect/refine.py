@@ -4,8 +4,9 @@ ruptures (KernelCPD, linear kernel = least-squares mean shifts, C implementation
 segments the residual to the pre-spike trend on a window of at most MAX_POINTS points
 around the excursion; it never sees the whole series, so refining costs the same at 10k
 and at 1M steps. The onset is the start of the elevated stretch that leads to the peak: the
-earlier of the first breakpoint of that stretch and the first point, walking back from the
-screen's first flag, that is still above the onset threshold.
+earlier of the first raised point of that stretch (from its first breakpoint, the first point
+that stands out of the noise before it) and the first point, walking back from the screen's
+first flag, that is still above the onset threshold.
 """
 
 from __future__ import annotations
@@ -129,7 +130,26 @@ def _segment_onset(
         return onset
     while j > 0 and elevated(j - 1):
         j -= 1
-    return min(onset, max(starts[j], sc.burn_in))
+    first = max(starts[j], sc.burn_in)
+    return min(onset, _first_raised(r, a, first, onset, thr))
+
+
+def _first_raised(r: np.ndarray, a: int, first: int, onset: int, thr: float) -> int:
+    """First index from `first` on whose residual stands out of the noise before the stretch
+    (its median + 3 robust sigmas, at least the onset threshold). A segment has at least two
+    points, so a one-point jump shares its segment with the point before it: that point
+    belongs to the stretch only if it is itself raised (an HF Trainer spike at 115 was dated
+    114, a noise point)."""
+    pre = r[max(0, first - a - PRE_POINTS) : max(0, first - a)]
+    pre = pre[np.isfinite(pre)]
+    bar = thr
+    if len(pre) >= 5:
+        level = float(np.median(pre))
+        bar = max(thr, level + 3.0 * 1.4826 * float(np.median(np.abs(pre - level))))
+    k = first
+    while k < onset and not r[k - a] >= bar:
+        k += 1
+    return k
 
 
 def _settle(
