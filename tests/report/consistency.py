@@ -187,7 +187,7 @@ def _postmortem(
     returns = {b for _, b in stretches(row)}
     for b in re.findall(r"\bback at step (\d+)", body):
         if int(b) not in returns:
-            out.append(f"a return quoted at step {b} is not a stored one ({sorted(returns, key=str)})")
+            out.append(f"a return quoted at step {b} is not a stored one ({returns})")
     lost = re.search(r"^\| steps lost \| ([\d,]+) \|", body, re.M)
     if lost and number(lost.group(1)) != row["steps_lost"]:
         out.append(f"steps lost {lost.group(1)} != stored {row['steps_lost']}")
@@ -253,9 +253,11 @@ def off_trend_problems(row: dict[str, Any], store: Store, run_id: str) -> list[s
         for step in _back_inside(store, run_id, row["metric"], a, b):
             trend = pre * math.exp(slope * (math.log1p(step[0]) - math.log1p(onset)))
             if step[1] <= trend * (1 + tol) and step[2] <= trend * (1 + tol):
-                out.append(f"loss {step[1]:.4g} at step {step[0]} (median of the next 9 "
-                           f"{step[2]:.4g}) is back within {tol:.1%} of its trend "
-                           f"{trend:.4g}, inside the stretch {a}-{b} charged as steps lost")  # fmt: skip
+                out.append(
+                    f"loss {step[1]:.4g} at step {step[0]} (median of the next 9 {step[2]:.4g}) "
+                    f"is back within {tol:.1%} of its trend {trend:.4g}, inside the stretch "
+                    f"{a}-{b} charged as steps lost"
+                )
                 break
     return out
 
