@@ -4,9 +4,10 @@ ruptures (KernelCPD, linear kernel = least-squares mean shifts, C implementation
 segments the residual to the pre-spike trend on a window of at most MAX_POINTS points
 around the excursion; it never sees the whole series, so refining costs the same at 10k
 and at 1M steps. The onset is the start of the elevated stretch that leads to the peak: the
-earlier of the first raised point of that stretch (from its first breakpoint, the first point
-that stands out of the noise before it) and the first point, walking back from the screen's
-first flag, that is still above the onset threshold.
+earlier of the first breakpoint of that stretch and the first point, walking back from the
+screen's first flag, that is still above the onset threshold. A one-point jump that ruptures
+pairs with the point before it (segments hold at least two points) keeps its own step unless
+that point stands out of the noise itself.
 """
 
 from __future__ import annotations
@@ -128,18 +129,22 @@ def _segment_onset(
 
     if not elevated(j):
         return onset
-    while j > 0 and elevated(j - 1):
-        j -= 1
-    first = max(starts[j], sc.burn_in)
-    return min(onset, _first_raised(r, a, first, onset, thr))
+    k = j
+    while k > 0 and elevated(k - 1):
+        k -= 1
+    first = max(starts[k], sc.burn_in)
+    if k == j and onset == peak:  # a one-point jump: its segment only pairs it (min_size 2)
+        first = _first_raised(r, a, first, onset, thr)
+    return min(onset, first)
 
 
 def _first_raised(r: np.ndarray, a: int, first: int, onset: int, thr: float) -> int:
     """First index from `first` on whose residual stands out of the noise before the stretch
     (its median + 3 robust sigmas, at least the onset threshold). A segment has at least two
-    points, so a one-point jump shares its segment with the point before it: that point
-    belongs to the stretch only if it is itself raised (an HF Trainer spike at 115 was dated
-    114, a noise point)."""
+    points, so a one-point jump (nothing raised before it by the walk back) shares its
+    segment with the point before it: that point belongs to the stretch only if it is
+    itself raised (an HF Trainer spike at 115 was dated 114, a noise point). A rise over
+    several segments keeps the start of its first one: replay needs the steps leading up."""
     pre = r[max(0, first - a - PRE_POINTS) : max(0, first - a)]
     pre = pre[np.isfinite(pre)]
     bar = thr
