@@ -149,7 +149,7 @@ def _loss_shape(
     seg = data.loss.window(inc.onset_step, span_end)
     f: dict[str, FeatureValue] = {
         "rise": _rise(inc),
-        "rise_steps": float(inc.peak_step - inc.onset_step),
+        "rise_steps": float(min(peaks, default=inc.peak_step) - inc.onset_step),  # vocab.py
         "n_peaks": float(len(peaks)),
         "echo_count": float(len(peaks) - 1),
         "first_echo_gap": float(peaks[1] - peaks[0]) if len(peaks) > 1 else None,

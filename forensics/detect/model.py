@@ -116,6 +116,9 @@ class Incident:
     cost_usd: float | None = None
     # Decided once here (docs/definitions.md) and only rendered by the report:
     recovery_step: int | None = None  # first step back on the pre-spike trend (type 1 only)
+    # Stretches off the pre-spike trend, (first step, first step back) each; back is None for
+    # the last one of a lingering/divergent incident. Steps lost is their total (recovery.py).
+    off_trend: list[tuple[int, int | None]] = field(default_factory=list)
     severity: str = "minor"  # minor < moderate < major < critical, from the cost
     lr_phase: str = "unknown"  # warm-up, end of warm-up, peak, decay, constant, unknown
     lr_at_onset: float | None = None

@@ -21,8 +21,18 @@ Restart checkpoint (only for a lingering or divergent incident): the latest inge
 checkpoint at least `gap` steps before the onset, gap = min(checkpoint_gap,
 checkpoint_gap_fraction x run length); checkpoints with optimizer state are preferred.
 
-Steps lost: recoverable: recovery step - onset step. Otherwise: last logged step - onset
-step, plus onset - restart checkpoint when a restart from a known checkpoint is advised.
+Off-trend stretches (loss incidents): an incident merges echoes and recurrences into one
+(the cause rules read them together), but between two of its peaks the loss may have come
+back to its pre-spike trend. Each stretch runs from its first step off the trend (the onset;
+for a later peak, the first of the points leading to it that stand the onset threshold above
+the trend) to the first step back, by the type's own test (typing.back_step) searched before
+the next peak; a stretch not back before the next peak goes on through it. The last stretch
+ends at the recovery step (type 1) or stays open (types 2 and 3).
+
+Steps lost: the steps spent off the pre-spike trend, the sum of the stretches (a single
+stretch: recovery step - onset step); an open stretch runs to the last logged step. A
+restart from a known checkpoint throws everything after it away: then last logged step -
+restart checkpoint.
 Tokens = steps x tokens per step; GPU-hours = steps x seconds per step x world_size / 3600;
 $ = GPU-hours x --gpu-hour-cost.
 
@@ -41,7 +51,8 @@ from forensics.detect.config import DetectConfig
 from forensics.detect.data import RunData
 from forensics.detect.features import number
 from forensics.detect.model import Evidence, Incident
-from forensics.detect.typing import DIVERGENT, LINGERING, RECOVERABLE
+from forensics.detect.refine import onset_threshold
+from forensics.detect.typing import DIVERGENT, LINGERING, RECOVERABLE, back_step
 
 RESTARTS = ("restart_from_checkpoint", "lower_lr", "data_swap", "skip_batch")
 SEVERITIES = ("minor", "moderate", "major", "critical")
@@ -94,6 +105,20 @@ def advise(
     """Fill inc.recovery, restart checkpoint and cost fields (and their evidence)."""
     inc.recovery = action(inc, same_cause_count)
     inc.recovery_step = inc.end_step if inc.type == RECOVERABLE else None
+    inc.off_trend = off_trend(inc, data, cfg)
+    if inc.origin == "loss":
+        inc.evidence.append(
+            Evidence(
+                "trend_slope",
+                round(inc.trend.slope, 6),
+                "exponent of the pre-spike power-law trend: trend(s) = pre_trend x "
+                "((s + 1) / (onset + 1)) ^ slope",
+            )
+        )
+    if len(inc.off_trend) > 1:
+        inc.evidence.append(
+            Evidence("off_trend", _stretches_text(inc.off_trend), "[first step off, first back)")
+        )
     if inc.type != RECOVERABLE and inc.recovery in RESTARTS:
         run_steps = max(1, data.last_step - data.first_step)
         ck, gap = restart_checkpoint(inc.onset_step, checkpoints, run_steps, cfg)
@@ -152,14 +177,63 @@ def tokens_per_step(data: RunData) -> float | None:
     return gbs * seq if gbs and seq else None
 
 
+def _stretches_text(stretches: list[tuple[int, int | None]]) -> str:
+    return ", ".join(f"{a}-{'end' if b is None else b}" for a, b in stretches)
+
+
+def _log_space(data: RunData) -> bool:
+    """Whether the loss was screened in log units (detector.screen_loss: all finite > 0)."""
+    v = data.loss.values
+    ok = np.isfinite(v)
+    return bool(ok.any() and np.all(v[ok] > 0))
+
+
+def off_trend(inc: Incident, data: RunData, cfg: DetectConfig) -> list[tuple[int, int | None]]:
+    """The incident's stretches off its pre-spike trend (module doc), in step order."""
+    end = inc.recovery_step
+    peaks = sorted({s for s, _ in inc.peaks if s >= inc.onset_step})
+    if inc.origin != "loss" or len(peaks) < 2:
+        return [(inc.onset_step, end)]
+    log_space = _log_space(data)
+    out: list[tuple[int, int | None]] = []
+    start = inc.onset_step
+    for peak, nxt in zip(peaks, peaks[1:], strict=False):
+        back = back_step(data.loss, inc.trend, inc.sigma, cfg, peak, nxt, log_space)
+        if back is None:
+            continue  # still off the trend when the next peak came: one stretch
+        out.append((start, back))
+        start = _rise_start(inc, data, cfg, nxt, back, log_space)
+    out.append((start, end))
+    return out
+
+
+def _rise_start(
+    inc: Incident, data: RunData, cfg: DetectConfig, peak: int, floor: int, log_space: bool
+) -> int:
+    """First of the points leading up to `peak` (after `floor`) that all stand the onset
+    threshold above the trend (a non-finite loss counts as above)."""
+    st, v = data.loss.window_steps(floor + 1, peak)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.log(v) if log_space else v
+    above = ~np.isfinite(x) | (x - inc.trend.at(st) >= onset_threshold(inc.sigma, cfg))
+    start = peak
+    for s, up in zip(st[::-1], above[::-1], strict=True):
+        if not up:
+            break
+        start = int(s)
+    return start
+
+
 def steps_lost(inc: Incident, last_step: int) -> int:
-    """See the module doc: recovery - onset, else to the end of the run (+ the redo)."""
-    if inc.recovery_step is not None:
-        return max(0, inc.recovery_step - inc.onset_step)
-    lost = max(0, last_step - inc.onset_step)
-    if inc.restart_checkpoint_step is not None and inc.recovery in RESTARTS:
-        lost += inc.onset_step - inc.restart_checkpoint_step
-    return lost
+    """See the module doc: the steps off the trend, or everything after a restart checkpoint."""
+    if (
+        inc.recovery_step is None
+        and inc.restart_checkpoint_step is not None
+        and inc.recovery in RESTARTS
+    ):
+        return max(0, last_step - inc.restart_checkpoint_step)
+    stretches = inc.off_trend or [(inc.onset_step, inc.recovery_step)]
+    return sum(max(0, (last_step if b is None else b) - a) for a, b in stretches)
 
 
 def _cost(inc: Incident, data: RunData, gpu_hour_cost: float | None) -> None:

@@ -5,7 +5,9 @@ segments the residual to the pre-spike trend on a window of at most MAX_POINTS p
 around the excursion; it never sees the whole series, so refining costs the same at 10k
 and at 1M steps. The onset is the start of the elevated stretch that leads to the peak: the
 earlier of the first breakpoint of that stretch and the first point, walking back from the
-screen's first flag, that is still above the onset threshold.
+screen's first flag, that is still above the onset threshold. A one-point jump that ruptures
+pairs with the point before it (segments hold at least two points) keeps its own step unless
+that point stands out of the noise itself.
 """
 
 from __future__ import annotations
@@ -127,9 +129,32 @@ def _segment_onset(
 
     if not elevated(j):
         return onset
-    while j > 0 and elevated(j - 1):
-        j -= 1
-    return min(onset, max(starts[j], sc.burn_in))
+    k = j
+    while k > 0 and elevated(k - 1):
+        k -= 1
+    first = max(starts[k], sc.burn_in)
+    if k == j and onset == peak:  # a one-point jump: its segment only pairs it (min_size 2)
+        first = _first_raised(r, a, first, onset, thr)
+    return min(onset, first)
+
+
+def _first_raised(r: np.ndarray, a: int, first: int, onset: int, thr: float) -> int:
+    """First index from `first` on whose residual stands out of the noise before the stretch
+    (its median + 3 robust sigmas, at least the onset threshold). A segment has at least two
+    points, so a one-point jump (nothing raised before it by the walk back) shares its
+    segment with the point before it: that point belongs to the stretch only if it is
+    itself raised (an HF Trainer spike at 115 was dated 114, a noise point). A rise over
+    several segments keeps the start of its first one: replay needs the steps leading up."""
+    pre = r[max(0, first - a - PRE_POINTS) : max(0, first - a)]
+    pre = pre[np.isfinite(pre)]
+    bar = thr
+    if len(pre) >= 5:
+        level = float(np.median(pre))
+        bar = max(thr, level + 3.0 * 1.4826 * float(np.median(np.abs(pre - level))))
+    k = first
+    while k < onset and not r[k - a] >= bar:
+        k += 1
+    return k
 
 
 def _settle(

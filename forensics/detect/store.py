@@ -112,7 +112,7 @@ def _incident_row(run_id: str, inc: Incident, now: datetime) -> dict[str, Any]:
         "confidence": inc.confidence,
         "recovery": inc.recovery,
         "restart_checkpoint_step": inc.restart_checkpoint_step,
-        "peaks": _dumps([{"step": s, "value": v} for s, v in inc.peaks]),
+        "peaks": _dumps(_peaks(inc)),
         "evidence": _dumps([e.as_dict() for e in inc.evidence]),
         "features": _dumps(inc.features),
         "replay": "not_run",
@@ -130,6 +130,17 @@ def _incident_row(run_id: str, inc: Incident, now: datetime) -> dict[str, Any]:
         "tokens_per_step": inc.tokens_per_step,
         "world_size": inc.world_size,
     }
+
+
+def _peaks(inc: Incident) -> list[dict[str, Any]]:
+    """Each peak with the off-trend stretch that holds it: `from` its first step off the
+    pre-spike trend, `back` its first step back (None: never back). recovery.off_trend."""
+    out = []
+    for step, value in inc.peaks:
+        held = [(a, b) for a, b in inc.off_trend if a <= step]
+        a, b = held[-1] if held else (inc.onset_step, inc.recovery_step)
+        out.append({"step": step, "value": value, "from": a, "back": b})
+    return out
 
 
 def _finding_rows(run_id: str, inc: Incident) -> list[dict[str, Any]]:

@@ -221,9 +221,8 @@ def _recovered(
     if len(xs) == 0:
         return None
     k = min(cfg.smooth_points, len(xs))
-    resid = xs - trend.at(sts)
     excess = forward_median(xs, k) - trend.at(sts)
-    back = np.flatnonzero((excess <= tol) & (resid <= max(tol, 2.0 * sigma)) & (sts <= wend))
+    back = np.flatnonzero(_back_mask(sts, xs, trend, sigma, tol, k) & (sts <= wend))
     if len(back) == 0:
         return None
     i = int(back[0])
@@ -233,6 +232,39 @@ def _recovered(
     return Shape(
         RECOVERABLE, int(sts[i]), post, float(np.expm1(excess[i])), rel, w, wend, closed, False
     )
+
+
+def _back_mask(
+    sts: np.ndarray, xs: np.ndarray, trend: Trend, sigma: float, tol: float, k: int
+) -> np.ndarray:
+    """The recovery test at each point: the point within max(tol, 2 sigma) of the trend and
+    the median of the k points from it within tol."""
+    at = trend.at(sts)
+    excess = forward_median(xs, k) - at
+    return (excess <= tol) & (xs - at <= max(tol, 2.0 * sigma))
+
+
+def back_step(
+    loss: Metric,
+    trend: Trend,
+    sigma: float,
+    cfg: DetectConfig,
+    after: int,
+    before: int,
+    log_space: bool = True,
+) -> int | None:
+    """First logged step in (after, before) where the loss is back on the trend by the same
+    test as the type's (a point and the median of the `smooth_points` from it): where the
+    loss came back between two peaks of one incident (recovery.off_trend)."""
+    a = int(np.searchsorted(loss.steps, after, side="right"))
+    b = int(np.searchsorted(loss.steps, before, side="left"))
+    if b <= a:
+        return None
+    sts, xs = _finite(loss, a, b + cfg.smooth_points, log_space)
+    k = min(cfg.smooth_points, max(len(xs), 1))
+    tol = effective_tolerance(cfg, sigma, k)
+    hit = np.flatnonzero(_back_mask(sts, xs, trend, sigma, tol, k) & (sts < before))
+    return int(sts[hit[0]]) if len(hit) else None
 
 
 def _lingering(

@@ -264,6 +264,8 @@ def _excerpt(
     steps = rows["step"].to_list()
     if not steps:
         return []
+    if f.symptoms.stretches:
+        return _stretch_excerpt(rows, steps, inc, f, cols)
     on = _index_at(steps, inc.onset_step)
     pk = max(on, _index_at(steps, inc.peak_step))
     climb = list(range(on, pk + 1))
@@ -286,6 +288,36 @@ def _excerpt(
             }
         )
     return out
+
+
+def _stretch_excerpt(
+    rows: pl.DataFrame, steps: list[int], inc: Incident, f: incident.Facts, cols: list[str]
+) -> list[dict[str, Any]]:
+    """Several stretches off the trend: each one's first step, peaks and first step back,
+    with three rows before the onset and after the last peak."""
+    on = _index_at(steps, inc.onset_step)
+    marks: dict[int, str] = {}
+    for x in f.symptoms.stretches:
+        marks[x.start] = "off trend"
+        for p in x.peaks:
+            marks[p.step] = "peak"
+        if x.back is not None:
+            marks[x.back] = "recovered" if x.back == f.symptoms.recovery else "back"
+    peaks = {p.step for p in _peaks(f)}
+    marks[inc.onset_step] = "onset, peak" if inc.onset_step in peaks else "onset"
+    last = _index_at(steps, max(p.step for p in _peaks(f)))
+    picked = {_index_at(steps, s) for s in marks} | set(range(max(0, on - 3), on))
+    picked |= set(range(last + 1, last + 4))
+    out = []
+    for i in sorted(j for j in picked if j < len(steps)):
+        row = rows.row(i, named=True)
+        out.append({"step": row["step"], "mark": marks.get(row["step"], ""),
+                    "values": [row[c] for c in cols]})  # fmt: skip
+    return out
+
+
+def _peaks(f: incident.Facts) -> list[incident.Point]:
+    return [p for x in f.symptoms.stretches for p in x.peaks]
 
 
 def _index_at(steps: list[int], step: int) -> int:

@@ -55,8 +55,18 @@ def steps_how(inc: Incident) -> str:
     """The definition of steps lost (docs/definitions.md) with this incident's numbers."""
     if inc.steps_lost is None:
         return ""
+    pairs = inc.stretches
+    if len(pairs) > 1 and all(b is not None for _, b in pairs):
+        parts = " + ".join(f"({b} − {a})" for a, b in pairs)
+        return f"steps off the pre-spike trend: {parts}"
     if inc.recovery_step is not None:
         return f"recovery step {inc.recovery_step} − onset step {inc.onset_step}"
+    if len(pairs) > 1 and inc.restart_checkpoint_step is None:
+        parts = " + ".join(f"({b} − {a})" for a, b in pairs[:-1])
+        return (
+            f"steps off the pre-spike trend: {parts} + (last logged step − {pairs[-1][0]}, "
+            "never recovered)"
+        )
     text = f"last logged step − onset step {inc.onset_step} (never recovered)"
     if inc.restart_checkpoint_step is not None and inc.steps_lost > 0:
         text += (

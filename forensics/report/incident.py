@@ -20,6 +20,17 @@ LATER_STEPS = 500  # "loss 500 steps later": the logbooks' yardstick for recover
 
 
 @dataclass
+class Stretch:
+    start: int
+    back: int | None
+    peaks: list[Point]
+
+    @property
+    def steps(self) -> int | None:
+        return None if self.back is None else self.back - self.start
+
+
+@dataclass
 class Symptoms:
     pre: Point | None  # the detector's pre-spike trend value at the onset
     peak: Point
@@ -29,6 +40,9 @@ class Symptoms:
     grad_baseline: float | None  # the detector's pre-spike median grad norm
     onset_to_peak: int
     recovery: int | None  # the detector's recovery step (type 1 only)
+    # The stored stretches off the pre-spike trend when there are several (the loss came back
+    # between peaks): (first step off, first step back or None), with each one's peaks.
+    stretches: list[Stretch]
     nonfinite: int | None  # first NaN/Inf step of the metric from the onset
     last: Point | None  # last logged value of the run
 
@@ -69,9 +83,23 @@ def symptoms(inc: Incident, frame: pl.DataFrame) -> Symptoms:
         grad_baseline=inc.grad_norm_baseline,
         onset_to_peak=inc.peak_step - inc.onset_step,
         recovery=inc.recovery_step,
+        stretches=stretches(inc),
         nonfinite=None,
         last=last,
     )
+
+
+def stretches(inc: Incident) -> list[Stretch]:
+    """The stored stretches with the peaks each holds; empty for a single stretch."""
+    pairs = inc.stretches
+    if len(pairs) < 2:
+        return []
+    out = [Stretch(a, b, []) for a, b in pairs]
+    for p in inc.peaks:
+        for st in out:
+            if (p.get("from"), p.get("back")) == (st.start, st.back):
+                st.peaks.append(Point(int(p["step"]), float(p["value"])))
+    return out
 
 
 def window(inc: Incident, sym: Symptoms, frame: pl.DataFrame) -> tuple[int, int]:

@@ -146,6 +146,18 @@ class Incident:
     log_next: list[LogNext] = field(default_factory=list)
     recurrences: list[Recurrence] = field(default_factory=list)
 
+    @property
+    def stretches(self) -> list[tuple[int, int | None]]:
+        """The stored off-trend stretches (each peak's `from`/`back`, recovery.off_trend),
+        in step order; empty for a database detected before they were stored."""
+        out: list[tuple[int, int | None]] = []
+        for p in self.peaks:
+            if isinstance(p, dict) and p.get("from") is not None:
+                pair = (int(p["from"]), None if p.get("back") is None else int(p["back"]))
+                if pair not in out:
+                    out.append(pair)
+        return sorted(out)
+
 
 @dataclass
 class NearMiss:

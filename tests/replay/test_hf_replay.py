@@ -55,6 +55,13 @@ def _replays(db: Path) -> dict[str, tuple[str, dict[str, Any], str]]:
 def analysis(hf_run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("hf_out")
     text = _analyze(hf_run["out"], hf_run["dataset"], out)
+    # One step off the trend in a 150-step run is a minor incident (docs/definitions.md):
+    # the post-mortem these tests read is asked for.
+    from forensics.report import write_report
+
+    with open_store(out / "forensics.duckdb", read_only=True) as store:
+        run_id = store.query("SELECT run_id FROM incidents")["run_id"][0]
+        write_report(store, run_id, out, png=False, min_severity="minor")
     return {"out": out, "text": text, "db": out / "forensics.duckdb"}
 
 
@@ -91,6 +98,17 @@ def test_analyze_replays_the_spike_through_the_runs_own_model(analysis: dict[str
     assert all(w.startswith("r") for w in data["excerpts"][0].split())  # the rare words
     assert "reference_judge" not in rows  # tier 3 ran: no proxy needed
     assert "tier 3 ran" in analysis["text"]
+
+
+def test_onset_is_the_first_high_loss(analysis: dict[str, Any]) -> None:
+    """The rare batch's loss is logged at RARE_STEP and the step before is noise: the onset
+    is RARE_STEP, not the point ruptures paired with the jump (its segments hold >= 2
+    points), and the post-mortem's excerpt marks that row."""
+    with open_store(analysis["db"]) as store:
+        ((onset, peak),) = store.query("SELECT onset_step, peak_step FROM incidents").rows()
+    assert onset == peak == RARE_STEP
+    text = (analysis["out"] / "postmortems" / "spike-01.md").read_text(encoding="utf-8")
+    assert f"| {RARE_STEP} | onset, peak |" in text and "at the onset step itself" in text
 
 
 def test_postmortem_shows_the_decoded_batch(analysis: dict[str, Any]) -> None:

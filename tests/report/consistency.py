@@ -8,6 +8,12 @@ and returns one line per contradiction:
 - steps lost, recovery and advice agree with the type and with each other (a recoverable
   incident is never told to restart; a named restart checkpoint is the stored one; steps
   lost is recovery − onset when the incident recovered);
+- steps lost charges no step at which the loss was back on its trend: every incident's
+  charged stretches (its peaks' stored `from`/`back`, else onset to recovery) hold no logged
+  point that, with the median of the 9 points from it, is within the stored tolerance of the
+  stored pre-spike trend (a merged incident whose loss came back between two blips is not
+  charged for the steps between them), and steps lost is their total; a quoted return ("back
+  at step N") is a stored one;
 - no cause that replay refuted is named as the root cause;
 - every competing-hypothesis row has the status the `hypotheses` and replay tables give it
   (replay's confirmed / refuted first, else supported / ruled out / not evaluated by the
@@ -21,6 +27,7 @@ and returns one line per contradiction:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -76,6 +83,8 @@ def check_report(folder: Path, store: Store, run_id: str) -> list[str]:
         problems += [f"{doc.name}: {p}" for p in _paths(text, doc, folder)]
         problems += [f"{doc.name}: {why}" for rx, why in BAD_WORDING if rx.search(text)]
     problems += _summary(folder / "README.md", incidents)
+    for n, row in sorted(incidents.items()):
+        problems += [f"incident {n}: {p}" for p in off_trend_problems(row, store, run_id)]
     problems += _screened(folder / "README.md", store, run_id)
     for pm in sorted((folder / "postmortems").glob("spike-*.md")):
         n = int(re.search(r"spike-(\d+)", pm.name).group(1))  # type: ignore[union-attr]
@@ -168,17 +177,20 @@ def _postmortem(
                        f"({row.get('grad_norm_peak_step')}, {row['grad_norm_peak']})")  # fmt: skip
         if not close(value, _logged(store, run_id, "grad_norm", step)):
             out.append(f"grad-norm peak {m.group(1)} is not the logged grad_norm at step {step}")
-    back = re.findall(r"back on its pre-spike trend at step (\d+)", body)
+    back = re.findall(r"back on its pre-spike trend (?:for good )?at step (\d+)", body)
+    back += re.findall(r"back for good at step (\d+)", body)
     rec = row.get("recovery_step")
     if row["type"] != "recoverable" and back:
         out.append(f"a {row['type']} incident is said to be back at step {back[0]}")
     if any(int(b) != rec for b in back):
         out.append(f"recovery quoted at {back} != stored recovery_step {rec}")
+    returns = {b for _, b in stretches(row)}
+    for b in re.findall(r"\bback at step (\d+)", body):
+        if int(b) not in returns:
+            out.append(f"a return quoted at step {b} is not a stored one ({returns})")
     lost = re.search(r"^\| steps lost \| ([\d,]+) \|", body, re.M)
     if lost and number(lost.group(1)) != row["steps_lost"]:
         out.append(f"steps lost {lost.group(1)} != stored {row['steps_lost']}")
-    if rec is not None and row["steps_lost"] != rec - row["onset_step"]:
-        out.append(f"stored steps lost {row['steps_lost']} != recovery {rec} − onset")
     advice = (
         body.split("## Recovery action")[1].split("##")[0] if "## Recovery action" in body else ""
     )
@@ -208,4 +220,62 @@ def _excerpt(body: str, store: Store, run_id: str) -> list[str]:
                 continue
             if not close(number(cell), _logged(store, run_id, col, step)):
                 out.append(f"excerpt {col} at step {step} = {cell}, not the logged value")
+    return out
+
+
+def stretches(row: dict[str, Any]) -> list[tuple[int, int | None]]:
+    """The stretches an incident is charged for: its peaks' stored `from`/`back`, else (a
+    store without them) onset to recovery."""
+    peaks = row.get("peaks")
+    peaks = json.loads(peaks) if isinstance(peaks, str) else peaks or []
+    pairs = sorted({(int(p["from"]), p.get("back")) for p in peaks if p.get("from") is not None},
+                   key=lambda ab: ab[0])  # fmt: skip
+    return pairs or [(int(row["onset_step"]), row.get("recovery_step"))]
+
+
+def off_trend_problems(row: dict[str, Any], store: Store, run_id: str) -> list[str]:
+    """Steps lost vs the logged loss (module doc): no charged step on the trend, the total."""
+    features = json.loads(row["features"]) if row.get("features") else {}
+    pre, lost = row.get("pre_value"), row.get("steps_lost")
+    if features.get("origin") != "loss" or not pre or pre <= 0 or lost is None:
+        return []
+    pairs = stretches(row)
+    out = []
+    if row["type"] == "recoverable" and lost != sum(b - a for a, b in pairs if b is not None):
+        out.append(f"steps lost {lost} != the total of its stretches off the trend {pairs}")
+    ev = {e["key"]: e["value"] for e in json.loads(row["evidence"] or "[]")}
+    tol = float(ev.get("tolerance") or 0.03)
+    slope = float(ev.get("trend_slope") or 0.0)  # absent: a flat trend at pre_value
+    onset = int(row["onset_step"])
+    for a, b in pairs:
+        if b is None:
+            continue  # the open stretch of a lingering/divergent incident: to the end
+        for step in _back_inside(store, run_id, row["metric"], a, b):
+            trend = pre * math.exp(slope * (math.log1p(step[0]) - math.log1p(onset)))
+            if step[1] <= trend * (1 + tol) and step[2] <= trend * (1 + tol):
+                out.append(
+                    f"loss {step[1]:.4g} at step {step[0]} (median of the next 9 {step[2]:.4g}) "
+                    f"is back within {tol:.1%} of its trend {trend:.4g}, inside the stretch "
+                    f"{a}-{b} charged as steps lost"
+                )
+                break
+    return out
+
+
+def _back_inside(
+    store: Store, run_id: str, metric: str, a: int, b: int
+) -> list[tuple[int, float, float]]:
+    """(step, loss, median of the 9 logged points from it) for the logged steps in [a, b)."""
+    sql = (
+        "SELECT step, value FROM metrics WHERE run_id = ? AND metric = ? AND step >= ? "
+        "AND step < ? AND value IS NOT NULL AND isfinite(value) ORDER BY step LIMIT ?"
+    )
+    rows = store.con.execute(sql, [run_id, metric, a, b, 10_000_000]).fetchall()
+    rows += store.con.execute(sql, [run_id, metric, b, 2**62, 8]).fetchall()
+    out = []
+    for i, (step, value) in enumerate(rows):
+        if step >= b:
+            break
+        nxt = sorted(v for _, v in rows[i : i + 9])
+        out.append((int(step), float(value), float(nxt[len(nxt) // 2])))
     return out

@@ -124,8 +124,8 @@ def test_checker_fails_on_an_inconsistent_postmortem(
             _tamper(out, "## Symptoms\n\n", "## Symptoms\n\nIt went up in 0 steps.\n")
         elif edit == "recovery":
             rec = row["recovery_step"]
-            assert f"trend at step {rec}" in text
-            _tamper(out, f"trend at step {rec}", f"trend at step {rec + 1}")
+            said = next(t for t in (f"trend at step {rec}", f"for good at step {rec}") if t in text)
+            _tamper(out, said, said.replace(str(rec), str(rec + 1)))
         elif edit == "hypothesis_status":
             row1 = re.search(r"^\| [^|\n]+ \| ([a-z ]+) \|", text.split("| competing")[1], re.M)
             assert row1, "a competing hypothesis row"
@@ -150,9 +150,12 @@ def test_incidents_json_carries_the_stored_decisions(lr_report: tuple[Path, Path
         doc = incidents_json(store, run_id)
     for inc in doc["incidents"]:
         assert inc["severity"] in ("minor", "moderate", "major", "critical")
-        if inc["type"] == "recoverable":
+        if inc["type"] == "recoverable":  # the steps off the trend (docs/definitions.md)
             assert inc["restart_checkpoint_step"] is None
-            assert inc["steps_lost"] == inc["recovery_step"] - inc["onset_step"]
+            stretches = {(p["from"], p["back"]) for p in inc["peaks"]}
+            assert inc["steps_lost"] == sum(b - a for a, b in stretches)
+            assert max(b for _, b in stretches) == inc["recovery_step"]
+            assert min(a for a, _ in stretches) == inc["onset_step"]
     json.dumps(doc)
 
 
