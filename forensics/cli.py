@@ -10,7 +10,8 @@ import functools
 import importlib
 import os
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -25,6 +26,25 @@ out_console = Console(soft_wrap=True)
 def fail(message: str, code: int = 1) -> typer.Exit:
     err_console.print(f"[bold red]error:[/bold red] {message}", highlight=False, markup=True)
     return typer.Exit(code)
+
+
+class _NoStatus:
+    """`status` where stderr is no terminal: rich draws nothing there (a transient spinner)."""
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to redraw."""
+
+
+@contextmanager
+def status(message: str) -> Iterator[Any]:
+    """A spinner on stderr while a command works, with `.update(text)`. Off a terminal
+    (a pipe, a file, a CI log) rich's spinner shows nothing, so rich's live display,
+    spinner and progress modules are not even imported (a few ms of every command)."""
+    if not err_console.is_terminal:
+        yield _NoStatus()
+        return
+    with err_console.status(message) as spinner:
+        yield spinner
 
 
 def unexpected(command: str, exc: BaseException) -> UnexpectedError:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from forensics.cli import App, app, err_console, out_console
+from forensics.cli import App, app, err_console, out_console, status
 
 DB_OPTION = typer.Option(..., "--db", help="DuckDB file of the analysis (created if missing).")
 
@@ -31,10 +30,12 @@ def ingest(
 
     Example: forensics ingest sample_logs/rare_tokens --db runs.duckdb
     """
+    from rich.table import Table
+
     from forensics.ingest import ingest as run_ingest
     from forensics.store import open_store
 
-    with open_store(db) as store, err_console.status("ingesting") as status:
+    with open_store(db) as store, status("ingesting") as spinner:
         summaries = run_ingest(
             store,
             paths,
@@ -42,7 +43,7 @@ def ingest(
             fmt=fmt,
             aliases=str(aliases) if aliases else None,
             allow_outside_sources=allow_outside,
-            progress=lambda msg: status.update(msg),
+            progress=lambda msg: spinner.update(msg),
         )
     table = Table(
         "run", "source", "kind", "format", "rows", "warnings", title=f"ingested into {db}"
@@ -70,6 +71,8 @@ def runs(db: Path = typer.Option(..., "--db", help="DuckDB file of the analysis.
 
     Example: forensics runs --db runs.duckdb
     """
+    from rich.table import Table
+
     from forensics.store import open_store
 
     with open_store(db, read_only=True) as store:
@@ -86,6 +89,8 @@ def formats() -> None:
 
     Example: forensics formats
     """
+    from rich.table import Table
+
     from forensics.ingest.base import readers
 
     table = Table("format", "description")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from forensics.cli import App, app, err_console, fail, out_console
 
@@ -23,6 +22,8 @@ def list_rules(rules: list[Path] | None = RULES_OPTION) -> None:
 
     Example: forensics rules list --rules my_rules/
     """
+    from rich.table import Table
+
     from forensics.detect.rules import load_rules
 
     table = Table("id", "cause", "level", "status", "title")
