@@ -274,9 +274,15 @@ def test_plain_numeric_log_is_stored_without_polars(tmp_path: Path) -> None:
         [sys.executable, "-c", PROBE, "ingest", str(path), "--db", str(db)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    code, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    *printed, last = out.stdout.strip().splitlines()
+    code, modules = json.loads(last)
     assert code == 0, out.stderr[-2000:]
-    assert not {"polars", "pyarrow", "numpy"} & set(modules)
+    # rich draws tables on a terminal only: this pipe gets tab-separated rows
+    assert not {"polars", "pyarrow", "numpy", "rich"} & set(modules)
+    assert printed == [
+        "run\tsource\tkind\tformat\trows\twarnings",
+        "run\tmetrics.jsonl\tmetrics\tjsonl\t45000\t",
+    ]
     assert stored(db, "run") == exact(path)
     assert stored(db, "run")[0][3] == pytest.approx(1.7e9)  # epoch ms became seconds
 
