@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from forensics.cli import App, app, err_console, fail, out_console
+from forensics.cli import App, app, err_console, fail, out_console, print_table
 
 rules_app = App(no_args_is_help=True)
 app.add_typer(
@@ -22,14 +22,10 @@ def list_rules(rules: list[Path] | None = RULES_OPTION) -> None:
 
     Example: forensics rules list --rules my_rules/
     """
-    from rich.table import Table
-
     from forensics.detect.rules import load_rules
 
-    table = Table("id", "cause", "level", "status", "title")
-    for r in load_rules(rules or []):
-        table.add_row(r.id, r.cause, r.level, r.status, r.title)
-    out_console.print(table)
+    rows = [[r.id, r.cause, r.level, r.status, r.title] for r in load_rules(rules or [])]
+    print_table(("id", "cause", "level", "status", "title"), rows)
 
 
 @rules_app.command("show")
