@@ -33,16 +33,33 @@ class _LazyConsole:
         self._options = options
         self._console: Console | None = None
 
-    def __getattr__(self, name: str) -> Any:
+    def real(self) -> Console:
+        """The Console itself (made now if it was not yet)."""
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(**self._options)
-        return getattr(self._console, name)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+    # Special methods are looked up on the type, never through __getattr__.
+    def __enter__(self) -> Console:
+        return self.real().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.real().__exit__(*exc)
 
 
 err_console = cast("Console", _LazyConsole(stderr=True, soft_wrap=True))
 out_console = cast("Console", _LazyConsole(soft_wrap=True))
+
+
+def rich_console(stderr: bool = False) -> Console:
+    """The rich Console behind `err_console` or `out_console`, for rich objects that are
+    handed a console (Progress, Live) and may use more of it than attributes."""
+    return cast(_LazyConsole, err_console if stderr else out_console).real()
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from forensics.cli import app, err_console, out_console
+from forensics.cli import app, err_console, out_console, rich_console
 from forensics.errors import SimulationError
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def simulate(
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=err_console, transient=True) as bar:
+    with Progress(*columns, console=rich_console(stderr=True), transient=True) as bar:
         tasks: dict[str, TaskID] = {}
 
         def tick(name: str, step: int, total: int) -> None:
