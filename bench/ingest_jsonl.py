@@ -126,11 +126,18 @@ def generate_in_child(path: Path, steps: int, with_nan: bool) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
-def _prefix_lines(path: Path, nbytes: int) -> bytes:
-    """The whole lines within the first `nbytes` of `path`."""
-    with open(path, "rb") as fh:
-        head = fh.read(nbytes)
-    return head[: head.rfind(b"\n") + 1]
+def write_prefix(src: Path, dst: Path, nbytes: int) -> None:
+    """The whole lines within the first `nbytes` of `src`, copied to `dst` a block at a
+    time (read whole, a 250 MB prefix would raise this process's RSS, and so the peak
+    RSS reported for every command started after it)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        left = nbytes
+        while left > 0 and (block := fin.read(min(1 << 20, left))):
+            left -= len(block)
+            if left <= 0:  # the last block: up to its last full line (lines are short)
+                block = block[: block.rfind(b"\n") + 1]
+            fout.write(block)
 
 
 _CHILD = {
@@ -351,15 +358,13 @@ def main() -> None:
         below = _FULL_BYTES - (6 << 20)
         if src.stat().st_size > below:  # ours hashes all of it (the 1M-step file is sampled)
             hashed = work / "hashed" / "metrics.jsonl"
-            hashed.parent.mkdir()
-            hashed.write_bytes(_prefix_lines(src, below))
+            write_prefix(src, hashed, below)
             runs = bench(hashed, work, args.repeat, processes)
             size = hashed.stat().st_size / 1e6
             report("a prefix under the full-hash limit (content fingerprint)", size, runs)
             hashed.unlink()
         small = work / "small" / "metrics.jsonl"  # the fixed cost: start-up, schema, exit
-        small.parent.mkdir()
-        small.write_bytes(_prefix_lines(src, 2_000_000))
+        write_prefix(src, small, 2_000_000)
         runs = bench(small, work, args.repeat, processes)
         report("the first 2 MB of that file (start-up cost)", small.stat().st_size / 1e6, runs)
     print(f"\nload average after: {_load()}")
