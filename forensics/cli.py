@@ -42,6 +42,8 @@ class _LazyConsole:
         return self._console
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("_options", "_console"):  # not set yet (a copy made without __init__)
+            raise AttributeError(name)
         return getattr(self.real(), name)
 
     # Special methods are looked up on the type, never through __getattr__.
