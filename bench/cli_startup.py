@@ -8,7 +8,9 @@ its stage (torch, scipy, plotly, polars, duckdb load where a command needs them)
 figure is printed beside `python -c pass` measured in the same run, since absolute times
 depend on the machine and its load. Two more references frame the figures: `import typer,
 rich` (the floor of any command of this CLI) and `import duckdb` (what the first stage
-that touches the store costs).
+that touches the store costs). Output goes to /dev/null (not a terminal), so the tables
+of `formats` and `rules list` are what a pipe gets. Load averages are printed: figures
+taken at a load above ~1 on a 2-core machine are not comparable.
 """
 
 from __future__ import annotations
@@ -63,11 +65,13 @@ def main() -> None:
     if not args.no_compile:
         compile_package()
     best: dict[str, tuple[float, float]] = {}
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for _ in range(args.repeat):  # interleaved: a busy moment hurts every command alike
         for name, cmd in COMMANDS.items():
             got = measure(cmd)
             if name not in best or got[0] < best[name][0]:
                 best[name] = got
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     ref = best[REFERENCE][0]
     duck = best["import duckdb (reference)"][0]
     print(f"goal: <= {GOAL_S} s and <= {GOAL_MB} MB on an idle machine (best of {args.repeat})")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from forensics.cli import app, err_console, out_console
+from forensics.cli import app, err_console, rich_console
 
 
 @app.command()
@@ -35,6 +35,6 @@ def compare(
         if not store.run_names():
             store.resolve_run(None)  # raises the store's one-line "no run" error
         fleet = run_compare(store, out, png=not no_png, rules_dirs=rules or [])
-    print_fleet(fleet, out_console)
+    print_fleet(fleet, rich_console())
     for note in fleet.notes:
         err_console.print(note, highlight=False, markup=False)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from forensics.cli import app, err_console, out_console
+from forensics.cli import app, out_console, status
 from forensics.commands.report import warn
 
 
@@ -30,12 +30,12 @@ def demo(
     from forensics.report.locate import sample_logs_dir
 
     folder = samples if samples is not None else sample_logs_dir()
-    with err_console.status("running the demo") as status:
+    with status("running the demo") as spinner:
         result = run_demo(
             folder,
             out,
             gpu_hour_cost=gpu_hour_cost,
-            progress=lambda msg: status.update(msg),
+            progress=lambda msg: spinner.update(msg),
             warn=warn,
         )
     for r in result.runs:

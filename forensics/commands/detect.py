@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from forensics.cli import app, err_console, out_console
+from forensics.cli import app, err_console, out_console, status
 from forensics.commands.replay import (
     ACCUM_OPTION,
     BATCH_OPTION,
@@ -96,7 +96,7 @@ def detect(
     from forensics.detect import detect as run_detect
     from forensics.store import open_store
 
-    with open_store(db) as store, err_console.status("detecting"):
+    with open_store(db) as store, status("detecting"):
         detections = run_detect(
             store,
             run,
@@ -156,8 +156,8 @@ def analyze(
         fmt=fmt,
         sources=sources,
     )
-    with err_console.status("analyzing") as status:
-        result = run_analyze(path, out, db=db, options=options, progress=status.update)
+    with status("analyzing") as spinner:
+        result = run_analyze(path, out, db=db, options=options, progress=spinner.update)
     for detection in result.detections:  # one per run found under PATH
         print_detection(detection)
     for note in result.notes:

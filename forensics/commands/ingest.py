@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from forensics.cli import App, app, err_console, out_console
+from forensics.cli import App, app, print_table, status, warn
 
 DB_OPTION = typer.Option(..., "--db", help="DuckDB file of the analysis (created if missing).")
 
@@ -34,7 +33,7 @@ def ingest(
     from forensics.ingest import ingest as run_ingest
     from forensics.store import open_store
 
-    with open_store(db) as store, err_console.status("ingesting") as status:
+    with open_store(db) as store, status("ingesting") as spinner:
         summaries = run_ingest(
             store,
             paths,
@@ -42,26 +41,20 @@ def ingest(
             fmt=fmt,
             aliases=str(aliases) if aliases else None,
             allow_outside_sources=allow_outside,
-            progress=lambda msg: status.update(msg),
+            progress=lambda msg: spinner.update(msg),
         )
-    table = Table(
-        "run", "source", "kind", "format", "rows", "warnings", title=f"ingested into {db}"
-    )
-    for s in summaries:
-        for src in s.sources:
-            table.add_row(
-                s.run,
-                Path(src.path).name,
-                src.kind,
-                src.format,
-                str(src.rows),
-                "; ".join(src.warnings)[:120],
-            )
-    out_console.print(table)
+    rows = [
+        [s.run, Path(src.path).name, src.kind, src.format, str(src.rows)]
+        + ["; ".join(src.warnings)[:120]]
+        for s in summaries
+        for src in s.sources
+    ]
+    columns = ("run", "source", "kind", "format", "rows", "warnings")
+    print_table(columns, rows, title=f"ingested into {db}")
     for s in summaries:
         for src in s.sources:
             for w in src.warnings:
-                err_console.print(f"[yellow]warning:[/yellow] {src.path}: {w}", highlight=False)
+                warn(f"{src.path}: {w}")
 
 
 @app.command()
@@ -74,10 +67,11 @@ def runs(db: Path = typer.Option(..., "--db", help="DuckDB file of the analysis.
 
     with open_store(db, read_only=True) as store:
         frame = store.run_overview()
-    table = Table("run", "format", "metric rows", "steps")
-    for name, fmt, rows, lo, hi in frame.iter_rows():
-        table.add_row(name, fmt or "", str(rows), f"{lo}–{hi}" if lo is not None else "")
-    out_console.print(table)
+    rows = [
+        [name, fmt or "", str(n), f"{lo}–{hi}" if lo is not None else ""]
+        for name, fmt, n, lo, hi in frame.iter_rows()
+    ]
+    print_table(("run", "format", "metric rows", "steps"), rows)
 
 
 @app.command()
@@ -88,10 +82,7 @@ def formats() -> None:
     """
     from forensics.ingest.base import readers
 
-    table = Table("format", "description")
-    for r in readers():
-        table.add_row(r.name, r.description)
-    out_console.print(table)
+    print_table(("format", "description"), [[r.name, r.description] for r in readers()])
 
 
 __all__ = ["App", "ingest", "runs", "formats"]

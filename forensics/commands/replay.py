@@ -6,9 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
-from forensics.cli import app, err_console, out_console
+from forensics.cli import app, out_console, status
 
 # Where the run's batches and tokenizer are, when the store does not say (shared with analyze).
 DATASET_OPTION = typer.Option(
@@ -78,7 +77,7 @@ def replay(
         batch_size=batch_size, seq_len=seq_len, world_size=world_size, grad_accum=grad_accum,
         first_step=first_step, judge=not no_judge,
     )  # fmt: skip
-    with open_store(db) as store, err_console.status("replaying") as status:
+    with open_store(db) as store, status("replaying") as spinner:
         run_id = store.resolve_run(run)
         if incident is not None or step is None:  # --step alone replays any logged batch
             require_detected(store, run_id, db)
@@ -89,12 +88,14 @@ def replay(
             step=step,
             device=device,
             k=k,
-            progress=lambda msg: status.update(msg),
+            progress=lambda msg: spinner.update(msg),
             sources=sources,
         )
     if not results:
         out_console.print(f"{run_id}: no incident to replay (run `forensics analyze` first?)")
         return
+    from rich.table import Table
+
     title = f"replay of {run_id}"
     table = Table("incident", "probe", "hypothesis", "verdict", "detail", title=title)
     for r in results:

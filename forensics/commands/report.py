@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from forensics.cli import app, err_console, out_console
+from forensics.cli import app, err_console, out_console, status
 
 _warned: set[str] = set()
 
@@ -55,7 +55,7 @@ def report(
     from forensics.report import write_report
     from forensics.store import open_store
 
-    with open_store(db, read_only=True) as store, err_console.status("writing the report"):
+    with open_store(db, read_only=True) as store, status("writing the report"):
         result = write_report(
             store,
             store.resolve_run(run),

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
-from forensics.cli import App, app, err_console, fail, out_console
+from forensics.cli import App, app, err_console, fail, out_console, print_table
 
 rules_app = App(no_args_is_help=True)
 app.add_typer(
@@ -25,10 +24,8 @@ def list_rules(rules: list[Path] | None = RULES_OPTION) -> None:
     """
     from forensics.detect.rules import load_rules
 
-    table = Table("id", "cause", "level", "status", "title")
-    for r in load_rules(rules or []):
-        table.add_row(r.id, r.cause, r.level, r.status, r.title)
-    out_console.print(table)
+    rows = [[r.id, r.cause, r.level, r.status, r.title] for r in load_rules(rules or [])]
+    print_table(("id", "cause", "level", "status", "title"), rows)
 
 
 @rules_app.command("show")

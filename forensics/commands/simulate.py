@@ -6,20 +6,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 
-from forensics.cli import app, err_console, out_console
+from forensics.cli import app, err_console, out_console, rich_console
 from forensics.errors import SimulationError
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from forensics.sim.simulate import SimResult
 
 # The scenario names, for --help without importing the simulator (torch); a test checks
@@ -59,6 +52,14 @@ def simulate(
     Example: forensics simulate rare_tokens --out runs/rare --steps 1000 --at 600
     Example: forensics simulate --all --out sample_logs/
     """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     from forensics.sim.simulate import simulate as run_simulation
     from forensics.sim.simulate import simulate_all
 
@@ -71,7 +72,7 @@ def simulate(
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=err_console, transient=True) as bar:
+    with Progress(*columns, console=rich_console(stderr=True), transient=True) as bar:
         tasks: dict[str, TaskID] = {}
 
         def tick(name: str, step: int, total: int) -> None:
@@ -90,6 +91,8 @@ def simulate(
 
 
 def _print(results: list[SimResult]) -> None:
+    from rich.table import Table
+
     table = Table("scenario", "cause", "type", "onset", "peak", "final loss", "seconds")
     for r in results:
         exp = r.truth["expected"] or [{}]

@@ -16,6 +16,8 @@ fingerprinted by the names and fingerprints of its files.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _FULL_BYTES = 256 << 20
@@ -41,8 +43,34 @@ def fingerprint(path: Path) -> str:
     return _file_digest(path)
 
 
+@contextmanager
+def remembered() -> Iterator[None]:
+    """Within this block each file is hashed once: discovery and ingest both ask for its
+    fingerprint (a folder's copies, then each source's identity), and a 250 MB log takes
+    ~0.2 s to hash. Scoped to one ingest, so a file rewritten later is read again."""
+    global _MEMO
+    outer, _MEMO = _MEMO, {} if _MEMO is None else _MEMO
+    try:
+        yield
+    finally:
+        _MEMO = outer
+
+
+_MEMO: dict[tuple[str, int, int, int], str] | None = None
+
+
 def _file_digest(path: Path) -> str:
-    size = path.stat().st_size
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if _MEMO is not None and key in _MEMO:
+        return _MEMO[key]
+    digest = _digest_of(path, st.st_size)
+    if _MEMO is not None:
+        _MEMO[key] = digest
+    return digest
+
+
+def _digest_of(path: Path, size: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         if size <= _FULL_BYTES:

@@ -231,6 +231,19 @@ def ingest(
     and names each run; all of them are one run when `run` is given).
 
     `allow_outside_sources` lets batch manifests name shards outside the run folder."""
+    with identity.remembered():  # each file hashed once, by discovery or by identity
+        return _ingest_paths(store, paths, run, fmt, aliases, progress, allow_outside_sources)
+
+
+def _ingest_paths(
+    store: Store,
+    paths: list[Path],
+    run: str | None,
+    fmt: str | None,
+    aliases: str | None,
+    progress: Progress | None,
+    allow_outside_sources: bool,
+) -> list[RunSummary]:
     forced = get_reader(fmt) if fmt else None
     groups: dict[str, RunGroup] = {}
     given: dict[str, list[Path]] = {}  # the paths the user gave for each run

@@ -8,6 +8,9 @@ exception, `metrics` becoming a view in schema 2, is migrated by Store._ensure_s
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 # 2: `metrics` became a view over metric_columns + metric_rows (was a table).
 # 3: `source_fingerprints` (a source's identity beside its real path) and `conflicts`.
 SCHEMA_VERSION = 3
@@ -294,6 +297,39 @@ PER_SOURCE_TABLES = [
     "token_shards",
     "token_counts",
 ]
+
+
+def create_statements() -> list[str]:
+    """ALL_DDL with each table's ADDED_COLUMNS written into its CREATE TABLE, after its own
+    columns (where ALTER TABLE ADD COLUMN puts them on an older store), so that a new store
+    is made without one ALTER per added column."""
+    added: dict[str, list[str]] = {}
+    for table, column, kind in ADDED_COLUMNS:
+        added.setdefault(table, []).append(f"{column} {kind}")
+    out = []
+    for ddl in ALL_DDL:
+        m = _CREATE_TABLE.match(ddl)
+        if m and m.group(1) in added:
+            body = ddl.rstrip()
+            assert body.endswith(")"), ddl
+            ddl = (
+                body[:-1].rstrip()
+                + ",\n        "
+                + ",\n        ".join(added[m.group(1)])
+                + "\n    )"
+            )
+        out.append(ddl)
+    return out
+
+
+_CREATE_TABLE = re.compile(r"\s*CREATE TABLE IF NOT EXISTS (\w+) \(")
+
+
+def schema_marker(views: str) -> str:
+    """A fingerprint of the whole schema this code creates (every statement, and the wide
+    view of `views`), kept in `meta`: a store that holds it needs no DDL on open."""
+    text = "\n;\n".join([str(SCHEMA_VERSION), *ALL_DDL, repr(ADDED_COLUMNS), views])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def wide_view_sql(metric_names: list[str]) -> str:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -65,3 +66,35 @@ def test_unknown_run_is_a_one_line_error(tmp_path: Path) -> None:
         store.upsert_run("a", "a", "jsonl", {})
     result = runner.invoke(app, ["runs", "--db", str(db)])
     assert result.exit_code == 0 and "a" in result.output
+
+
+def _ingest_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, terminal: bool) -> str:
+    import forensics.cli
+
+    monkeypatch.setattr(forensics.cli, "is_terminal", lambda stream: terminal)
+    log = tmp_path / "metrics[0].jsonl"  # brackets: rich markup if printed as markup
+    log.write_text("".join(f'{{"step": {i}, "loss": {2 + i / 10}}}\n' for i in range(5)))
+    result = runner.invoke(app, ["ingest", str(log), "--db", str(tmp_path / "x.duckdb")])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_ingest_prints_tab_separated_rows_off_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped (a script, CI), the summary is one header and one line per source, tab-separated,
+    the numbers as stored; rich is not needed for it."""
+    lines = _ingest_sample(tmp_path, monkeypatch, terminal=False).splitlines()
+    assert lines == [
+        "run\tsource\tkind\tformat\trows\twarnings",
+        "metrics[0]\tmetrics[0].jsonl\tmetrics\tjsonl\t5\t",
+    ]
+
+
+def test_ingest_draws_a_table_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal the same summary is a rich table, cells shown as text (not markup)."""
+    output = _ingest_sample(tmp_path, monkeypatch, terminal=True)
+    assert "ingested into" in output and "┃ run" in output
+    assert "metrics[0].jsonl" in output and "\t" not in output

@@ -96,6 +96,7 @@ def test_rules_list_imports_a_frozen_set_of_modules() -> None:
     mods = _modules("rules", "list")
     assert _ours(mods) == RULES_FROZEN
     assert not _top(mods, HEAVY)
+    assert not _top(mods, ("rich",))  # piped: tab-separated rows, no rich table (~20 ms)
 
 
 def test_formats_imports_the_readers_but_no_heavy_library() -> None:
@@ -104,7 +105,7 @@ def test_formats_imports_the_readers_but_no_heavy_library() -> None:
     assert "forensics.ingest.readers.jsonl" in extra  # the registry was really read
     assert not [m for m in extra if not m.startswith(FORMATS_EXTRA)]
     assert not {"forensics.ingest.pipeline", "forensics.store.db"} & extra
-    assert not _top(mods, HEAVY)
+    assert not _top(mods, (*HEAVY, "rich"))
 
 
 def test_pipeline_commands_import_only_their_stage(tmp_path: Path) -> None:

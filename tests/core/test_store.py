@@ -158,3 +158,51 @@ def test_frames_cross_to_duckdb_and_back_without_pyarrow(tmp_db: Path) -> None:
     assert back["k"].to_list() == [1, 2, 3] and back["s"].to_list() == ["a", None, None]
     v = back["v"].to_list()
     assert math.isnan(v[0]) and v[1] == math.inf and v[2] is None
+
+
+def _columns(db: Path, table: str) -> list[tuple[str, str]]:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {table}").fetchall()]
+    finally:
+        con.close()
+
+
+def test_an_older_store_is_upgraded_to_what_a_new_store_holds(tmp_path: Path) -> None:
+    """A new store is created in one batch with the added columns inside its CREATE TABLEs;
+    a store written before them (no `conflicts` table, `incidents` without the issue-11
+    columns, no schema fingerprint in `meta`) gets the same tables and columns, in the same
+    order, on its next open; and keeps its rows."""
+    import duckdb
+
+    from forensics.store.schema import ALL_DDL
+
+    new, old = tmp_path / "new.duckdb", tmp_path / "old.duckdb"
+    open_store(new).close()
+    con = duckdb.connect(str(old))
+    for ddl in ALL_DDL:
+        if "conflicts (" not in ddl and "wide" not in ddl:
+            con.execute(ddl)
+    con.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+    con.execute("INSERT INTO runs (run_id, name) VALUES ('r', 'r')")
+    con.close()
+    assert "severity" not in dict(_columns(old, "incidents"))
+    with open_store(old) as store:
+        assert store.run_names() == ["r"]
+    for table in ("incidents", "conflicts", "runs", "metric_rows"):
+        assert _columns(old, table) == _columns(new, table), table
+    with open_store(old) as store:  # the second open finds its fingerprint: nothing to do
+        marker = store.con.execute("SELECT value FROM meta WHERE key = 'schema_ddl'").fetchall()
+    assert marker and len(marker[0][0]) == 64
+
+
+def test_a_stale_schema_fingerprint_recreates_the_views(tmp_db: Path) -> None:
+    """The fingerprint in `meta` is what lets an open skip the DDL; one that does not match
+    this code's schema (an older or newer forensics wrote the store) runs it all again."""
+    with open_store(tmp_db) as store:
+        store.con.execute("DROP VIEW metrics_wide")
+        store.con.execute("UPDATE meta SET value = 'stale' WHERE key = 'schema_ddl'")
+    with open_store(tmp_db) as store:
+        assert store.metrics_frame("nothing").height == 0  # reads metrics_wide

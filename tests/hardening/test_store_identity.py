@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+import pytest
 
 from forensics.store import open_store
 from forensics.store.blocks import block_from_columns
@@ -180,3 +181,26 @@ def test_structured_source_beats_a_text_log(tmp_path: Path, db: Path) -> None:
     assert table(db, "SELECT DISTINCT rule FROM conflicts WHERE metric = 'loss'").rows() == [
         ("structured source",)
     ]
+
+
+def test_each_file_is_hashed_once_per_ingest(
+    tmp_path: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder's metric logs are fingerprinted by discovery (copies) and again by identity:
+    one read of each file per ingest (a 250 MB log costs ~0.2 s to hash), and a file
+    rewritten before the next ingest is read again."""
+    from forensics.ingest import identity
+
+    calls: list[str] = []
+    digest_of = identity._digest_of
+    monkeypatch.setattr(
+        identity, "_digest_of", lambda path, size: calls.append(path.name) or digest_of(path, size)
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("metrics.jsonl", "copy.jsonl"):
+        (run / name).write_text('{"step": 1, "loss": 2.0}\n{"step": 2, "loss": 1.5}\n')
+    ingest_paths(db, run)
+    assert sorted(calls) == ["copy.jsonl", "metrics.jsonl"]
+    ingest_paths(db, run)
+    assert len(calls) == 4

@@ -274,8 +274,31 @@ def test_plain_numeric_log_is_stored_without_polars(tmp_path: Path) -> None:
         [sys.executable, "-c", PROBE, "ingest", str(path), "--db", str(db)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    code, modules = json.loads(out.stdout.strip().splitlines()[-1])
+    *printed, last = out.stdout.strip().splitlines()
+    code, modules = json.loads(last)
     assert code == 0, out.stderr[-2000:]
-    assert not {"polars", "pyarrow", "numpy"} & set(modules)
+    # rich draws tables on a terminal only: this pipe gets tab-separated rows
+    assert not {"polars", "pyarrow", "numpy", "rich"} & set(modules)
+    assert printed == [
+        "run\tsource\tkind\tformat\trows\twarnings",
+        "run\tmetrics.jsonl\tmetrics\tjsonl\t45000\t",
+    ]
     assert stored(db, "run") == exact(path)
     assert stored(db, "run")[0][3] == pytest.approx(1.7e9)  # epoch ms became seconds
+
+
+def test_step_order_is_judged_in_file_order_when_rowids_have_gaps() -> None:
+    """`_step_counts` reads the staged rows in scan order (a streaming window) and proves
+    that order by their rowids; rowids with gaps (rows deleted from a table) make it judge
+    the steps again by a window sorted on rowid. Both ways agree on what goes back."""
+    from forensics.ingest.readers._jsonl_stage import _step_counts
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT * FROM range(10) r(step)")
+    assert _step_counts(con, "t", "step", "TRUE") == (0, 0, 0)
+    con.execute("INSERT INTO t VALUES (3), (NULL), (4)")  # back at 3, then a null step
+    assert _step_counts(con, "t", "step", "TRUE") == (1, 0, 1)
+    con.execute("DELETE FROM t WHERE step IN (2, 7)")  # rowids 2 and 7 are gone
+    assert _step_counts(con, "t", "step", "TRUE") == (1, 0, 1)
+    con.execute("DELETE FROM t WHERE step = 3 AND rowid > 9")
+    assert _step_counts(con, "t", "step", "TRUE") == (1, 0, 0)
