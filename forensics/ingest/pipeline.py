@@ -288,7 +288,12 @@ def _discover(path: Path, forced: Reader | None, *, split: bool) -> list[RunGrou
     found += histories
     walked.warnings += notes
     if not any(s.kind == "metrics" for s in found):
-        raise InputError(path, "no metric log found", expected="a training log in a known format")
+        links = sum("not followed" in w for w in walked.warnings)
+        why = f" ({links} link(s) out of the folder not followed: pass their targets)"
+        why = why if links else ""
+        raise InputError(
+            path, f"no metric log found{why}", expected="a training log in a known format"
+        )
     if not split:
         return [RunGroup(run_name_for(path), found, walked.warnings)]
     unique, copies = _content_copies(found)

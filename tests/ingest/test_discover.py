@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from forensics.errors import InputError
 from forensics.ingest import ingest
 from forensics.ingest.discover import run_name_for
 from forensics.store import open_store
@@ -217,3 +218,16 @@ def test_analyze_folder_of_runs_writes_an_index(tmp_path: Path) -> None:
     assert "| none |" in row_a and "| from step 20 (280 of 300 points) |" in row_a  # start-up
     assert index.count("skips\na run's start-up") == 1  # said once, under the table
     assert (out / "a" / "incidents.json").is_file() and (out / "b" / "incidents.json").is_file()
+
+
+def test_a_folder_of_links_out_of_it_says_why_nothing_was_found(
+    tmp_path: Path, tmp_db: Path
+) -> None:
+    """A folder of symlinks to logs elsewhere (a common way to gather runs) found nothing
+    and said only "no metric log found"; the one-line error now names the skipped links."""
+    outside = _llmc(tmp_path / "elsewhere" / "a.log", range(0, 50))
+    root = tmp_path / "runs"
+    root.mkdir()
+    (root / "a.log").symlink_to(outside)
+    with open_store(tmp_db) as store, pytest.raises(InputError, match=r"1 link\(s\) out of"):
+        ingest(store, [root])
