@@ -4,11 +4,15 @@ For every scenario, draws fresh (seed, injection step) pairs -- never the bundle
 runs' seed 1337 -- trains the run (`forensics simulate SCENARIO --seed S --at N`,
 checkpointing every tenth of the run besides the scenario's own checkpoint before the
 injection), analyses it
-with replay (`forensics analyze DIR`), and prints one row per run: the injected cause, the
-cause the incident at the injection states, the replay verdict of that cause, and the
-trigger replay named (from the `contributions` table). A row passes when the stated cause
-is the injected one, replay confirmed it, and, for `stale_beta2` (a rare-band burst is its
-trigger), the trigger `rare_tokens` is named; a clean run passes with no incident.
+with replay (`forensics analyze DIR`), and prints one row per run: the true root cause
+(truth.json), the cause the incident at the injection states, the replay verdict of that
+cause, and the trigger replay named (from the `contributions` table). A row passes when the
+stated cause is the true one, replay confirmed it, and, where the truth is `stale_beta2` (a
+rare-band burst is its trigger), the trigger `rare_tokens` is named; a clean run passes with
+no incident. The true root cause of a `stale_beta2` run is `stale_beta2` only where
+restarting it from the checkpoint before the burst with beta2 = 0.95 (the fix), the burst
+kept, removes at least half of the echo above the clean twin ("fix removes"); else the
+burst did the damage by itself and the truth is its trigger, `rare_tokens`.
 
     python bench/scenario_truth.py [--pairs 1] [--steps 300] [--seed S] [--scenario NAME]
 
@@ -77,7 +81,11 @@ def check(scenario: str, seed: int, at: int, steps: int, work: Path) -> dict[str
     with open_store(out / "forensics.duckdb") as store:
         row = read_outcome(store, run_dir.name, onset)
     row.update(scenario=scenario, seed=seed, step=at, seconds=time.perf_counter() - t0)
-    row["injected"] = SCENARIOS[scenario].cause or "none"
+    # the root cause truth.json states: the scenario's, or for a trigger + amplifier fault
+    # the trigger where fixing the amplifier does not remove half of the damage
+    row["injected"] = truth[0]["cause"] if truth else "none"
+    share = truth[0].get("attribution", {}).get("share_removed") if truth else None
+    row["fix_removes"] = "-" if share is None else f"{share:.0%}"
     row["ok"] = passes(row)
     return row
 
@@ -115,20 +123,21 @@ def read_outcome(store: Any, run: str, at: int) -> dict[str, Any]:
 def passes(row: dict[str, Any]) -> bool:
     if row["injected"] == "none":
         return row["incidents"] == 0
-    want = TRIGGER_OF.get(row["scenario"])
+    want = TRIGGER_OF.get(row["injected"])  # an amplifier's trigger is named beside it
     trigger_ok = want is None or row["trigger"].startswith(want)
     return row["stated"] == row["injected"] and row["replay"] == "confirmed" and trigger_ok
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| scenario | seed | step | injected | stated cause | replay verdict | trigger named "
-        "| amplifier | ok | s |"
+        "| scenario | seed | step | true root cause | fix removes | stated cause | replay "
+        "verdict | trigger named | amplifier | ok | s |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         lines.append(
-            f"| {r['scenario']} | {r['seed']} | {r['step']} | {r['injected']} | {r['stated']} "
+            f"| {r['scenario']} | {r['seed']} | {r['step']} | {r['injected']} | "
+            f"{r.get('fix_removes', '-')} | {r['stated']} "
             f"| {r['replay']} | {r['trigger']} | {r['amplifier']} | "
             f"{'yes' if r['ok'] else 'NO'} | {r['seconds']:.0f} |"
         )
