@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from forensics.detect import DetectConfig, detect_data, run_data
-from forensics.detect.store import load_run
 from forensics.detect.detector import screen_loss, warmup_rise
+from forensics.detect.store import load_run
 from forensics.ingest import ingest
 from forensics.store import open_store
 

@@ -98,7 +98,7 @@ def test_fixed_run_without_a_fix_is_the_run(sim_run) -> None:
     changed it reproduces the logged losses exactly, so what a fix removes is the fix's."""
     run = sim_run("stale_beta2")
     a = run.truth["expected"][0]["attribution"]
-    ckpt, (lo, hi) = a["checkpoint"], a["window"]
+    ckpt, hi = a["checkpoint"], a["window"][1]
     again = fixed_loss(run.rows, run.dir, ckpt, hi, {})
     assert [r["loss"] for r in again] == [r["loss"] for r in run.rows[:hi]]
 
