@@ -174,7 +174,7 @@ def main() -> int:
             )
     print(table(rows))
     good = sum(r["ok"] for r in rows)
-    print(f"\n{good} of {len(rows)} runs: injected cause stated and confirmed by replay")
+    print(f"\n{good} of {len(rows)} runs: the true root cause stated and confirmed by replay")
     return 0 if good == len(rows) else 1
 
 
