@@ -101,8 +101,9 @@ def warmup_rise(
 ) -> Incident | None:
     """The loss climbing back while the logged LR is still warming up, the grad norm
     climbing with it (DetectConfig.warmup_rise_*): an incident the screen cannot see, as
-    each point of it is small. None when there is no such climb, no logged LR ramp or grad
-    norm, or when a screened incident already covers it."""
+    each point of it is small. Loss incidents the screen found on the climb are taken out
+    of `incidents` and become peaks of it (one instability); None when there is no such
+    climb, no logged LR ramp or grad norm, or a divergence / event incident overlaps it."""
     if not (data.has("lr") and data.has("grad_norm")) or sc.burn_in >= len(sc.steps):
         return None
     lr = data.aux["lr"]
@@ -138,17 +139,28 @@ def warmup_rise(
     lo_w = max(on, i_top - cfg.smooth_points // 2)
     pk = lo_w + int(np.argmax(sc.x[lo_w : min(len(m), i_top + cfg.smooth_points // 2 + 1)]))
     onset, peak_step = int(sc.steps[on]), int(sc.steps[pk])
-    if any(i.onset_step <= peak_step and onset <= _reach(i, data.last_step) for i in incidents):
-        return None
+    inside = [i for i in incidents if i.onset_step <= peak_step and onset <= i.span_end]
+    if any(i.type == DIVERGENT or i.origin != "loss" for i in inside):
+        return None  # a divergence or an event cluster says more than the climb
+    # spikes the screen found on the climb are peaks of it: one instability, one incident
+    peaks = sorted({(peak_step, _value(sc, pk)), *(p for i in inside for p in i.peaks)})
+    if inside:  # the screen's onset (refined on breakpoints) is the more precise one
+        onset = min(i.onset_step for i in inside)
+    peak_step, peak_value = max(peaks, key=lambda p: p[1])
+    for i in inside:
+        incidents.remove(i)
+    # the flat level of the low, or the screen's own pre-onset trend when it found the climb
     trend = Trend(float(m[i_min]), 0.0, float(sc.steps[i_min]), i_min - i0 + 1)
+    if inside:
+        trend, sigma = inside[0].trend, inside[0].sigma
+    last = max(p[0] for p in peaks)
     shape = type_shape(
-        data.loss, trend, peak_step, sigma, data.interval, cfg, sc.log_space,
-        sc.best_before(onset),
-    )  # fmt: skip
+        data.loss, trend, last, sigma, data.interval, cfg, sc.log_space, sc.best_before(onset)
+    )
     return Incident(
         id=0, metric=data.loss_name, origin="loss", onset_step=onset, peak_step=peak_step,
-        peaks=[(peak_step, _value(sc, pk))], trend=trend, sigma=sigma, shape=shape,
-        pre_value=trend.value_at(onset, sc.log_space), peak_value=_value(sc, pk),
+        peaks=peaks, trend=trend, sigma=sigma, shape=shape,
+        pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value,
     )  # fmt: skip
 
 

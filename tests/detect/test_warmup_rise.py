@@ -84,3 +84,14 @@ def test_no_real_warm_up_climbs(real_logs: Path, tmp_path: Path) -> None:
         assert warmup_rise(sc, data, [], DetectConfig()) is None, path.name
         checked.append(path.name)
     assert len(checked) >= 3, checked
+
+
+def test_a_spike_on_the_climb_is_a_peak_of_it(frame, rules) -> None:  # type: ignore[no-untyped-def]
+    """One instability, one incident: a spike the screen finds on the climb is taken in as
+    one of its peaks, the screen's onset kept (it is refined on breakpoints)."""
+    loss, grad = _climb(50, 125, 0.14)
+    loss[89] *= 1.5  # step 90: a +50% point, far above the point screen's bar
+    (inc,) = _detect(frame, rules, loss, grad, _lr(120))
+    steps = [s for s, _ in inc.peaks]
+    assert 90 in steps and max(steps) >= 115
+    assert inc.onset_step <= 90
