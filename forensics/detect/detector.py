@@ -106,6 +106,8 @@ def warmup_rise(
     climb, no logged LR ramp or grad norm, or a divergence / event incident overlaps it."""
     if not (data.has("lr") and data.has("grad_norm")) or sc.burn_in >= len(sc.steps):
         return None
+    if not sc.log_space:  # a loss that can be <= 0: the climb's log-ratio bars do not apply
+        return None
     lr = data.aux["lr"]
     ok = np.isfinite(lr.values)
     lr_st, lr_v = lr.steps[ok], lr.values[ok]
