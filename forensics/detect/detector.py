@@ -146,14 +146,18 @@ def warmup_rise(
         return None  # a divergence or an event cluster says more than the climb
     # spikes the screen found on the climb are peaks of it: one instability, one incident
     peaks = sorted({(peak_step, _value(sc, pk)), *(p for i in inside for p in i.peaks)})
-    if inside:  # the screen's onset (refined on breakpoints) is the more precise one
-        onset = min(i.onset_step for i in inside)
+    # the screen's onset (refined on breakpoints) is the more precise one when it is on the
+    # way up; a spike at the top of the climb has its onset there, not the climb's
+    first = min((i.onset_step for i in inside), default=onset)
+    on_the_way = bool(inside) and first < int(sc.steps[i_top])
+    if on_the_way:
+        onset = first
     peak_step, peak_value = max(peaks, key=lambda p: p[1])
     for i in inside:
         incidents.remove(i)
     # the flat level of the low, or the screen's own pre-onset trend when it found the climb
     trend = Trend(float(m[i_min]), 0.0, float(sc.steps[i_min]), i_min - i0 + 1)
-    if inside:
+    if on_the_way:
         trend, sigma = inside[0].trend, inside[0].sigma
     last = max(p[0] for p in peaks)
     shape = type_shape(
