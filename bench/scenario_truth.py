@@ -4,11 +4,15 @@ For every scenario, draws fresh (seed, injection step) pairs -- never the bundle
 runs' seed 1337 -- trains the run (`forensics simulate SCENARIO --seed S --at N`,
 checkpointing every tenth of the run besides the scenario's own checkpoint before the
 injection), analyses it
-with replay (`forensics analyze DIR`), and prints one row per run: the injected cause, the
-cause the incident at the injection states, the replay verdict of that cause, and the
-trigger replay named (from the `contributions` table). A row passes when the stated cause
-is the injected one, replay confirmed it, and, for `stale_beta2` (a rare-band burst is its
-trigger), the trigger `rare_tokens` is named; a clean run passes with no incident.
+with replay (`forensics analyze DIR`), and prints one row per run: the true root cause
+(truth.json), the cause the incident at the injection states, the replay verdict of that
+cause, and the trigger replay named (from the `contributions` table). A row passes when the
+stated cause is the true one, replay confirmed it, and, where the truth is `stale_beta2` (a
+rare-band burst is its trigger), the trigger `rare_tokens` is named; a clean run passes with
+no incident. The true root cause of a `stale_beta2` run is `stale_beta2` only where
+restarting it from the checkpoint before the burst with beta2 = 0.95 (the fix), the burst
+kept, removes at least half of the echo above the clean twin ("fix removes"); else the
+burst did the damage by itself and the truth is its trigger, `rare_tokens`.
 
     python bench/scenario_truth.py [--pairs 1] [--steps 300] [--seed S] [--scenario NAME]
 
@@ -74,21 +78,30 @@ def check(scenario: str, seed: int, at: int, steps: int, work: Path) -> dict[str
     analyze(run_dir, out, options=AnalyzeOptions(report=False, device="cpu"))
     truth = json.loads((run_dir / "truth.json").read_text())["expected"]
     onset = int(truth[0]["onset_step"]) if truth else at  # lr_too_high: after the warm-up
+    peak = int(truth[0]["peak_step"]) if truth else at
     with open_store(out / "forensics.duckdb") as store:
-        row = read_outcome(store, run_dir.name, onset)
+        row = read_outcome(store, run_dir.name, onset, peak)
     row.update(scenario=scenario, seed=seed, step=at, seconds=time.perf_counter() - t0)
-    row["injected"] = SCENARIOS[scenario].cause or "none"
+    # the root cause truth.json states: the scenario's, or for a trigger + amplifier fault
+    # the trigger where fixing the amplifier does not remove half of the damage
+    row["injected"] = truth[0]["cause"] if truth else "none"
+    share = truth[0].get("attribution", {}).get("share_removed") if truth else None
+    row["fix_removes"] = "-" if share is None else f"{share:.0%}"
     row["ok"] = passes(row)
     return row
 
 
-def read_outcome(store: Any, run: str, at: int) -> dict[str, Any]:
-    """The incident nearest the expected onset (truth.json; within 40 steps): its stated
-    cause, replay verdict and the causes `contributions` holds per role."""
+def read_outcome(store: Any, run: str, at: int, peak: int | None = None) -> dict[str, Any]:
+    """The incident nearest the expected onset (truth.json; within 40 steps), else the one
+    whose peak is within 10 steps of the expected peak (bench/accuracy.py's location rule:
+    the onset of a slow climb is ill-defined, truth.json's being its first point 30% above
+    the late warm-up, detection's the start of the climb): its stated cause, replay verdict
+    and the causes `contributions` holds per role."""
     inc = store.query(
         "SELECT incident_id, cause, replay FROM incidents WHERE run_id = ? "
-        "AND abs(onset_step - ?) <= 40 ORDER BY abs(onset_step - ?) LIMIT 1",
-        [run, at, at],
+        "AND (abs(onset_step - ?) <= 40 OR abs(peak_step - ?) <= 10) "
+        "ORDER BY abs(onset_step - ?) > 40, abs(onset_step - ?) LIMIT 1",
+        [run, at, at if peak is None else peak, at, at],
     ).to_dicts()
     n = store.query("SELECT count(*) AS n FROM incidents WHERE run_id = ?", [run]).item()
     if not inc:
@@ -115,20 +128,21 @@ def read_outcome(store: Any, run: str, at: int) -> dict[str, Any]:
 def passes(row: dict[str, Any]) -> bool:
     if row["injected"] == "none":
         return row["incidents"] == 0
-    want = TRIGGER_OF.get(row["scenario"])
+    want = TRIGGER_OF.get(row["injected"])  # an amplifier's trigger is named beside it
     trigger_ok = want is None or row["trigger"].startswith(want)
     return row["stated"] == row["injected"] and row["replay"] == "confirmed" and trigger_ok
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
-        "| scenario | seed | step | injected | stated cause | replay verdict | trigger named "
-        "| amplifier | ok | s |"
+        "| scenario | seed | step | true root cause | fix removes | stated cause | replay "
+        "verdict | trigger named | amplifier | ok | s |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         lines.append(
-            f"| {r['scenario']} | {r['seed']} | {r['step']} | {r['injected']} | {r['stated']} "
+            f"| {r['scenario']} | {r['seed']} | {r['step']} | {r['injected']} | "
+            f"{r.get('fix_removes', '-')} | {r['stated']} "
             f"| {r['replay']} | {r['trigger']} | {r['amplifier']} | "
             f"{'yes' if r['ok'] else 'NO'} | {r['seconds']:.0f} |"
         )
@@ -160,7 +174,7 @@ def main() -> int:
             )
     print(table(rows))
     good = sum(r["ok"] for r in rows)
-    print(f"\n{good} of {len(rows)} runs: injected cause stated and confirmed by replay")
+    print(f"\n{good} of {len(rows)} runs: the true root cause stated and confirmed by replay")
     return 0 if good == len(rows) else 1
 
 

@@ -51,6 +51,26 @@ class DetectConfig:
     # trend and the noise scale rest on.
     short_history_points: int = 5
     low_history_points: int = 50
+    # --- warm-up rise (detector.warmup_rise) -------------------------------------------
+    # A learning rate too high for the model often never spikes: while the logged LR is
+    # still warming up, the loss stops falling and climbs back for tens of steps, and the
+    # gradient norm climbs with it (a tiny model at 100x its sane LR sits at the unigram
+    # loss; tr8-104B diverged as warm-up ended). Each point of that climb is too small
+    # for the point screen (z_min) and the whole too small for the slow screen (+15%),
+    # so the mechanism gets its own test, and only inside the first LR ramp: the 9-point
+    # median loss rises from its lowest point of the warm-up by >= warmup_rise_min
+    # (log-ratio: +10%) and >= warmup_rise_z noise scales (measured before the climb),
+    # by half of warmup_rise_min already when the LR reaches its peak, and up to half a
+    # warm-up after it,
+    # while the median grad norm grows >= warmup_rise_grad x over the same stretch.
+    # Later bumps (llm.c's +9%, an SGDR restart, a seasonal schedule) are not in the
+    # first ramp; a healthy warm-up's loss falls through it.
+    warmup_rise_min: float = 0.095
+    warmup_rise_z: float = 3.0
+    warmup_rise_grad: float = 2.0
+    # A warm-up this short (logged points from the end of start-up to the LR peak) holds
+    # no climb to measure.
+    warmup_rise_points: int = 20
     # --- typing (typing.py) -----------------------------------------------------------
     # Recovery window after the (last) peak. It is widened to `min_window_points` logged
     # points when the log is sparse, so that a log every 500 steps is judged on 5 points.

@@ -4,13 +4,14 @@ features -> cause -> recovery. Pure: RunData in, Detection out (store.py does th
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 
 from forensics.detect import events as ev
 from forensics.detect import recurrence
-from forensics.detect.classify import classify, lr_phase
+from forensics.detect.classify import PEAK_LR_FRACTION, classify, lr_phase
 from forensics.detect.config import DetectConfig
 from forensics.detect.coverage import Coverage
-from forensics.detect.data import RunData
+from forensics.detect.data import Metric, RunData
 from forensics.detect.evidence import explain
 from forensics.detect.features import compute, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
@@ -18,7 +19,7 @@ from forensics.detect.recovery import Checkpoint, advise
 from forensics.detect.refine import Refined, refine, sub_peaks
 from forensics.detect.rules import Rule
 from forensics.detect.screen import Screen, excursions, metric_spikes, screen_series
-from forensics.detect.typing import DIVERGENT, RECOVERABLE, fit_trend, type_shape
+from forensics.detect.typing import DIVERGENT, RECOVERABLE, Trend, fit_trend, type_shape
 
 
 def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
@@ -81,6 +82,92 @@ def loss_incidents(sc: Screen, data: RunData, cfg: DetectConfig) -> list[Inciden
             continue
         out.append(_new_incident(sc, ref, lo, data, cfg))
     return out
+
+
+def _centred_median(x: np.ndarray, k: int) -> np.ndarray:
+    return (
+        pl.Series(x).fill_nan(None).rolling_median(k, min_samples=1, center=True).to_numpy()
+    ).astype(float)
+
+
+def _median_near(m: Metric, step: float, half: float) -> float | None:
+    v = m.window(step - half, step + half)
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if len(v) else None
+
+
+def warmup_rise(
+    sc: Screen, data: RunData, incidents: list[Incident], cfg: DetectConfig
+) -> Incident | None:
+    """The loss climbing back while the logged LR is still warming up, the grad norm
+    climbing with it (DetectConfig.warmup_rise_*): an incident the screen cannot see, as
+    each point of it is small. Loss incidents the screen found on the climb are taken out
+    of `incidents` and become peaks of it (one instability); None when there is no such
+    climb, no logged LR ramp or grad norm, or a divergence / event incident overlaps it."""
+    if not (data.has("lr") and data.has("grad_norm")) or sc.burn_in >= len(sc.steps):
+        return None
+    if not sc.log_space:  # a loss that can be <= 0: the climb's log-ratio bars do not apply
+        return None
+    lr = data.aux["lr"]
+    ok = np.isfinite(lr.values)
+    lr_st, lr_v = lr.steps[ok], lr.values[ok]
+    if not len(lr_v) or lr_v.max() <= 0:
+        return None
+    top = float(lr_v.max())
+    first_top = int(np.argmax(lr_v >= PEAK_LR_FRACTION * top))
+    if lr_v[: first_top + 1].min() > 0.1 * top:
+        return None  # no ramp from (near) zero: a constant LR, or a restart mid-schedule
+    lr_peak = float(lr_st[first_top])
+    i0, i_peak = sc.burn_in, int(np.searchsorted(sc.steps, lr_peak, side="right")) - 1
+    if i_peak - i0 < cfg.warmup_rise_points:
+        return None
+    m = _centred_median(sc.x, cfg.smooth_points)
+    i_min = i0 + int(np.argmin(m[i0:i_peak]))
+    i_end = min(len(m) - 1, i_peak + (i_peak - i0) // 2)
+    i_top = i_min + int(np.argmax(m[i_min : i_end + 1]))
+    rise = float(m[i_top] - m[i_min])
+    sigma = float(sc.sigma[i_min])
+    if rise < cfg.warmup_rise_min or rise < cfg.warmup_rise_z * sigma:
+        return None
+    if m[i_peak] - m[i_min] < cfg.warmup_rise_min / 2:
+        return None  # not climbing yet when the LR peaked: a later bump, not this mechanism
+    grad = data.aux["grad_norm"]
+    half = max(cfg.trend_points, (sc.steps[i_peak] - sc.steps[i0]) / 8)
+    g_lo = _median_near(grad, float(sc.steps[i_min]), half)
+    g_hi = _median_near(grad, float(sc.steps[i_top]), half)
+    if not g_lo or g_hi is None or g_hi < cfg.warmup_rise_grad * g_lo:
+        return None
+    on = i_min + int(np.argmax(m[i_min : i_top + 1] - m[i_min] >= cfg.warmup_rise_min))
+    lo_w = max(on, i_top - cfg.smooth_points // 2)
+    pk = lo_w + int(np.argmax(sc.x[lo_w : min(len(m), i_top + cfg.smooth_points // 2 + 1)]))
+    onset, peak_step = int(sc.steps[on]), int(sc.steps[pk])
+    inside = [i for i in incidents if i.onset_step <= peak_step and onset <= i.span_end]
+    if any(i.type == DIVERGENT or i.origin != "loss" for i in inside):
+        return None  # a divergence or an event cluster says more than the climb
+    # spikes the screen found on the climb are peaks of it: one instability, one incident
+    peaks = sorted({(peak_step, _value(sc, pk)), *(p for i in inside for p in i.peaks)})
+    # the screen's onset (refined on breakpoints) is the more precise one when it is on the
+    # way up; a spike at the top of the climb has its onset there, not the climb's
+    first = min((i.onset_step for i in inside), default=onset)
+    on_the_way = bool(inside) and first < int(sc.steps[i_top])
+    if on_the_way:
+        onset = first
+    peak_step, peak_value = max(peaks, key=lambda p: p[1])
+    for i in inside:
+        incidents.remove(i)
+    # the flat level of the low, or the screen's own pre-onset trend when it found the climb
+    trend = Trend(float(m[i_min]), 0.0, float(sc.steps[i_min]), i_min - i0 + 1)
+    if on_the_way:
+        trend, sigma = inside[0].trend, inside[0].sigma
+    last = max(p[0] for p in peaks)
+    shape = type_shape(
+        data.loss, trend, last, sigma, data.interval, cfg, sc.log_space, sc.best_before(onset)
+    )
+    return Incident(
+        id=0, metric=data.loss_name, origin="loss", onset_step=onset, peak_step=peak_step,
+        peaks=peaks, trend=trend, sigma=sigma, shape=shape,
+        pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value,
+    )  # fmt: skip
 
 
 def _new_incident(sc: Screen, ref: Refined, lo: int, data: RunData, cfg: DetectConfig) -> Incident:
@@ -285,6 +372,9 @@ def detect_data(
     if finite < 3:  # no loss curve tells where start-up ends: every event counts
         burn_step = -1
     incidents = loss_incidents(sc, data, cfg) if finite >= 3 else []
+    climb = warmup_rise(sc, data, incidents, cfg) if finite >= 3 else None
+    if climb is not None:
+        incidents.append(climb)
     all_events = ev.collect(data, cfg)
     gap = max(cfg.event_gap_steps, 3 * data.interval)
     clusters = ev.cluster(all_events, gap, max(3.0, data.interval))

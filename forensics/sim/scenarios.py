@@ -199,6 +199,21 @@ class Scenario(ABC):
         """The last injected step: recovery is judged after it (or after a later peak)."""
         return at + self.n_steps(strength) - 1
 
+    # A fault made of a trigger (an event in the data) and an amplifier (a setting): the
+    # amplifier is the root cause only where fixing it from the checkpoint before the
+    # injection, trigger kept, removes at least half of the damage (simulate.attribute);
+    # else the trigger is.
+    trigger: ClassVar[str | None] = None
+
+    def fix(self, base: TrainConfig) -> dict[str, Any] | None:
+        """TrainConfig changes that fix the amplifier (the trigger kept); None: none."""
+        return None
+
+    def damage_window(self, at: int, strength: float) -> tuple[int, int]:
+        """Steps the amplifier's damage is measured over (its ordinary batches)."""
+        end = self.injection_end(at, strength)
+        return end + 1, end + 30
+
     @abstractmethod
     def plan(
         self, run_dir: Path, cfg: TrainConfig, lang: Language, at: int, strength: float
@@ -278,6 +293,12 @@ class StaleBeta2(Scenario):
 
     def twin_config(self, base: TrainConfig, cfg: TrainConfig) -> TrainConfig:
         return replace(cfg, beta2=base.beta2)  # the stale beta2 is part of the fault
+
+    trigger = "rare_tokens"
+
+    def fix(self, base: TrainConfig) -> dict[str, Any]:
+        """beta2 = 0.95 (the healthy run's) with the same burst."""
+        return {"beta2": base.beta2}
 
     def plan(
         self, run_dir: Path, cfg: TrainConfig, lang: Language, at: int, strength: float

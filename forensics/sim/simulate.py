@@ -28,7 +28,7 @@ from forensics.sim.report import PLOT_HTML, PLOT_PNG, drift_lines, incident_numb
 from forensics.sim.run import CONFIG, METRICS, read_metrics, train_run
 from forensics.sim.scenarios import SCENARIOS, get_scenario
 from forensics.sim.trainer import TrainConfig
-from forensics.sim.twin import expected_shape, twin_loss, typing_record
+from forensics.sim.twin import damage, expected_shape, fixed_loss, twin_loss, typing_record
 
 TRUTH, README = "truth.json", "README.md"
 Progress = Callable[[str, int, int], None]  # (scenario, step, total_steps)
@@ -150,11 +150,42 @@ def expected_incidents(
     for e in found:
         last = max(int(e["peak_step"]), scen.injection_end(run.at, run.strength))
         shape = expected_shape(run.rows, twin, int(e["onset_step"]), last)
-        out.append({
+        item = {
             "cause": e["cause"], "type": shape.type, "onset_step": e["onset_step"],
             "peak_step": e["peak_step"], "typing": typing_record(shape),
-        })  # fmt: skip
+        }  # fmt: skip
+        attribution = attribute(run, twin)
+        if attribution is not None:
+            item["cause"] = attribution["root_cause"]
+            item["attribution"] = attribution
+        out.append(item)
     return out, twin, source
+
+
+def attribute(run: Trained, twin: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """For a trigger + amplifier fault: the damage (the largest loss above the clean twin on
+    the ordinary batches after the injection, its echo) as logged and with the amplifier
+    fixed from the checkpoint before the injection (as an engineer would restart the run),
+    and the root cause that follows: the amplifier when its fix removes >= half of the damage (it
+    prevents the incident), else the trigger (the batches do the damage by themselves)."""
+    scen = get_scenario(run.scenario)
+    fix = scen.fix(run.base)
+    if fix is None or scen.trigger is None or scen.cause is None:
+        return None
+    lo, hi = scen.damage_window(run.at, run.strength)
+    ckpt = scen.ckpt_before(run.at)
+    fixed = fixed_loss(run.rows, run.run_dir, ckpt, hi, fix)
+    hurt, left = damage(run.rows, twin, lo, hi), damage(fixed, twin, lo, hi)
+    removed = 1.0 - left / hurt if hurt > 0 else 0.0
+    return {
+        "rule": f"restarted from step {ckpt} with {fix}, the same batches: the amplifier is "
+        "the root cause when that removes >= 50% of the largest loss above the clean twin "
+        "on the ordinary batches of the window",
+        "trigger": scen.trigger, "amplifier": scen.cause, "fix": fix, "checkpoint": ckpt,
+        "window": [lo, hi], "damage": round(hurt, 4), "damage_fixed": round(left, 4),
+        "share_removed": round(removed, 4),
+        "root_cause": scen.cause if removed >= 0.5 else scen.trigger,
+    }  # fmt: skip
 
 
 def finish(run: Trained, seconds: float, n_params: int, device: str, plot: bool) -> SimResult:

@@ -10,6 +10,12 @@ knows where the loss would have been, the twin's loss (its forward median over t
 it (docs/definitions.md). Where detection's verdict still differs, its trend extrapolation
 is what differs, and `forensics demo` marks the run with a ≠.
 
+A scenario whose fault is a trigger and an amplifier (stale_beta2: a rare-band burst and a
+stale beta2) also has a *fixed* run: restarted from the checkpoint before the injection
+with the amplifier fixed, the trigger kept (`fixed_loss`). The share of the damage above
+the clean twin it removes decides whether the amplifier is the incident's root cause, the
+fix that prevents it (simulate.attribute).
+
 Twins are cached: a sibling run folder of scenario `clean` with the same config (the
 `ckpt_steps` aside, which do not change training) is the twin; otherwise the twin's loss
 is trained once and kept in `<parent>/.twins/<config hash>.jsonl`.
@@ -33,7 +39,7 @@ from forensics.detect.screen import robust_sigma
 from forensics.detect.typing import Shape, Trend, forward_median, type_shape
 from forensics.sim.data import prepare_data
 from forensics.sim.run import CONFIG, METRICS, read_metrics, train_run
-from forensics.sim.trainer import TrainConfig
+from forensics.sim.trainer import TrainConfig, resume, train_steps
 
 TWINS = ".twins"
 
@@ -147,3 +153,28 @@ def typing_record(shape: Shape) -> dict[str, Any]:
         "window_steps": shape.window_steps,
         "notes": shape.notes,
     }
+
+
+def fixed_loss(
+    rows: list[dict[str, Any]], run_dir: Path, ckpt: int, until: int, fix: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The run with its amplifier fixed the way an engineer fixes it: restarted from the
+    checkpoint after step `ckpt` with `fix` (stale_beta2: beta2 = 0.95), the same batches
+    (trigger included) re-run through `until`; the logged rows up to `ckpt`."""
+    state = resume(run_dir, ckpt, **fix)
+    replayed = train_steps(state, until - ckpt)
+    return _loss_rows([r for r in rows if r["step"] <= ckpt]) + _loss_rows(replayed)
+
+
+def damage(rows: list[dict[str, Any]], twin: list[dict[str, Any]], lo: int, hi: int) -> float:
+    """Largest loss above the clean twin's (its forward median) over the steps lo..hi, the
+    echo an amplifier adds on ordinary batches (0 when none is above it)."""
+    curve = twin_curve(twin, DetectConfig())
+    got = [(r["step"], float(r["loss"])) for r in rows if lo <= r["step"] <= hi]
+    if not got:
+        return 0.0
+    steps = np.array([s for s, _ in got], dtype=float)
+    loss = np.array([v for _, v in got])
+    base = np.exp(curve.at(steps))
+    loss = np.where(np.isfinite(loss), loss, 10 * base)  # a non-finite loss: far above
+    return float(max(0.0, np.max(loss - base)))

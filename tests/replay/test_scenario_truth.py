@@ -1,7 +1,8 @@
 """On fresh simulator runs -- seeds and injection steps that differ from the bundled sample
 runs' (seed 1337, default steps) -- `forensics simulate` then `forensics analyze` with replay
-states the injected cause, replay confirms it, and for stale_beta2 the rare-token trigger is
-named beside it (bench/scenario_truth.py draws new pairs each time it runs).
+states the true root cause (truth.json), replay confirms it, and where that is stale_beta2
+the rare-token trigger is named beside it (bench/scenario_truth.py draws new pairs each
+time it runs).
 
 Three pairs per scenario, as the issue asks, none the sample runs'. CI budget: each pair
 trains a 200-step tiny run (one stale_beta2 pair 300), checkpointed every tenth of the run
@@ -19,9 +20,23 @@ from forensics.sim.scenarios import SCENARIOS
 
 # (scenario, seed, injection step, steps): drawn by bench.scenario_truth.draw, none the sample
 # runs'. Fresh draws that failed are not pinned and are in the issue-15 report: stale_beta2
-# 863917@82, 885618@61 (200 steps: the rare-band burst's own damage, beta2 = 0.95 removes
-# under half) and 587999@91 (the halved LR removes more), lr_too_high 487758@81 (200 steps:
-# the tiny model at 100x the LR stalls near the unigram loss, no spike in its own log).
+# 863917@82, 885618@61 and 587999@91 (200 steps), lr_too_high 487758@81 (200 steps: the tiny
+# model at 100x the LR climbs back to the unigram loss; detection's warm-up climb finds it
+# at step 66, the gradient drift before it is 1.6x, the cause stays unknown).
+#
+# The root cause is truth.json's: for stale_beta2 the amplifier only where restarting from
+# the checkpoint before the burst with beta2 = 0.95 removes half of the echo
+# (simulate.attribute), else the trigger rare_tokens. The three stale_beta2 pairs below were
+# drawn before that truth existed; under it all three are rare_tokens (the fix removes 42%,
+# -33% and 41%), while replay's stale_beta2 probe -- beta2 = 0.95 *and* Adam's second moment
+# raised to the gradient's square at the offending step -- removes 88%, 87% and 100% and the
+# incident states stale_beta2. They stay pinned as known misses (strict xfail: a replay that
+# stops overstating the amplifier makes them pass and this list must shrink).
+KNOWN_MISSES = {
+    ("stale_beta2", 4242, 90): "truth rare_tokens (fix removes 42%); replay: stale_beta2 88%",
+    ("stale_beta2", 9001, 120): "truth rare_tokens (fix removes -33%); replay: stale_beta2 87%",
+    ("stale_beta2", 560612, 160): "truth rare_tokens (fix removes 41%); replay: stale_beta2 100%",
+}
 PAIRS = [
     ("stale_beta2", 4242, 90, 200),
     ("stale_beta2", 9001, 120, 200),
@@ -54,13 +69,19 @@ def test_three_pairs_per_scenario_none_the_samples() -> None:
         assert all(seed != SAMPLE_SEED for seed, _ in pairs), name
 
 
+def _case(scenario: str, seed: int, at: int, steps: int) -> object:
+    miss = KNOWN_MISSES.get((scenario, seed, at))
+    marks = [pytest.mark.xfail(strict=True, reason=miss)] if miss else []
+    return pytest.param(scenario, seed, at, steps, marks=marks)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("scenario", "seed", "at", "steps"), PAIRS)
-def test_fresh_run_states_the_injected_cause(
+@pytest.mark.parametrize(("scenario", "seed", "at", "steps"), [_case(*p) for p in PAIRS])
+def test_fresh_run_states_the_true_root_cause(
     scenario: str, seed: int, at: int, steps: int, tmp_path: Path
 ) -> None:
     row = check(scenario, seed, at, steps, tmp_path)
     assert row["ok"], row
-    if scenario == "stale_beta2":
+    if row["injected"] == "stale_beta2":  # the amplifier, its trigger named beside it
         assert row["trigger"].startswith("rare_tokens"), row
         assert row["amplifier"].startswith("stale_beta2"), row

@@ -11,6 +11,7 @@ import pytest
 from forensics.errors import SimulationError
 from forensics.sim.scenarios import CAUSES, SCENARIOS, TYPES, lr_baseline
 from forensics.sim.simulate import base_config, simulate
+from forensics.sim.twin import fixed_loss
 
 from .conftest import TEST_STEPS, Run
 
@@ -31,7 +32,9 @@ def test_truth_json_shape(sim_run) -> None:
         keys = {"scenario", "at", "strength", "injected", "expected", "twin"}
         assert set(truth) == keys and truth["scenario"] == name
         for exp in truth["expected"]:
-            assert set(exp) == {"cause", "type", "onset_step", "peak_step", "typing"}
+            keys = {"cause", "type", "onset_step", "peak_step", "typing"}
+            # a trigger + amplifier fault also says which of the two is the root cause
+            assert set(exp) == keys | ({"attribution"} if name == "stale_beta2" else set())
             assert exp["cause"] in CAUSES and exp["type"] in TYPES
             assert 1 <= exp["onset_step"] <= exp["peak_step"] <= TEST_STEPS
             # the type is the rule's verdict: a recovery step exactly when recoverable
@@ -74,6 +77,30 @@ def test_stale_beta2_over_large_update(sim_run) -> None:
     assert json.loads((run.dir / "config.json").read_text())["beta2"] == 0.999
     before = np.median([run.row(s)["update_norm"] for s in range(at - 20, at)])
     assert max(run.row(s)["update_norm"] for s in range(at, at + 10)) > 2 * before
+
+
+def test_stale_beta2_root_cause_is_what_the_fix_removes(sim_run) -> None:
+    """The amplifier is the root cause only where restarting from the checkpoint before the
+    burst with beta2 = 0.95 (the burst kept) removes half of the echo; else the trigger."""
+    run = sim_run("stale_beta2")
+    (exp,) = run.truth["expected"]
+    a = exp["attribution"]
+    assert a["fix"] == {"beta2": 0.95} and a["trigger"] == "rare_tokens"
+    assert a["damage"] > 0 and a["share_removed"] == pytest.approx(
+        1 - a["damage_fixed"] / a["damage"], abs=1e-3
+    )
+    want = "stale_beta2" if a["share_removed"] >= 0.5 else "rare_tokens"
+    assert exp["cause"] == a["root_cause"] == want
+
+
+def test_fixed_run_without_a_fix_is_the_run(sim_run) -> None:
+    """The fixed run restarts from the checkpoint on the logged batches: with nothing
+    changed it reproduces the logged losses exactly, so what a fix removes is the fix's."""
+    run = sim_run("stale_beta2")
+    a = run.truth["expected"][0]["attribution"]
+    ckpt, hi = a["checkpoint"], a["window"][1]
+    again = fixed_loss(run.rows, run.dir, ckpt, hi, {})
+    assert [r["loss"] for r in again] == [r["loss"] for r in run.rows[:hi]]
 
 
 def test_data_corruption_dips_below_trend_then_spikes(sim_run) -> None:
