@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from forensics.detect import DetectConfig, Detection, detect
+from forensics.detect.recovery import SEVERITIES
 from forensics.detect.store import write_json
-from forensics.errors import ReplayError, StoreError
+from forensics.errors import ReplayError, ReportOptionError, StoreError
 from forensics.ingest import ingest
 from forensics.store import Store, open_store
 
@@ -41,6 +42,7 @@ class AnalyzeOptions:
     rules_dirs: list[Path] = field(default_factory=list)  # extra rule folders (--rules)
     config: DetectConfig | None = None  # detection thresholds (None: the defaults)
     gpu_hour_cost: float | None = None  # $ per GPU-hour, for the cost of each incident
+    min_severity: str | None = None  # full post-mortems from it up (None: the report's default)
     fmt: str | None = None  # force a reader (--format)
     sources: Any = None  # forensics.replay.sources.Sources: dataset, tokenizer, shard loader
 
@@ -111,12 +113,15 @@ def report_step(ctx: AnalyzeContext) -> None:
     from forensics.report import write_report
 
     ctx.progress(f"{ctx.run_id}: writing the report")
+    from forensics.report.context import DEFAULT_MIN_SEVERITY
+
     result = write_report(
         ctx.store,
         ctx.run_id,
         ctx.out,
         gpu_hour_cost=ctx.options.gpu_hour_cost,
         warn=lambda msg: ctx.notes.append(f"report: {msg}"),
+        min_severity=ctx.options.min_severity or DEFAULT_MIN_SEVERITY,
         plotly_js=ctx.plotly_js,
     )
     ctx.outputs += [result.readme, *result.postmortems]
@@ -168,11 +173,15 @@ def analyze(
     out/<run>/, with an index at out/README.md."""
     if out is None and db is None:
         raise StoreError("analyze needs an output folder or a database (--out or --db)")
+    opts = options or AnalyzeOptions()
+    if opts.min_severity is not None and opts.min_severity not in SEVERITIES:
+        raise ReportOptionError(  # before any work, not after ingest and detect
+            f"--min-severity {opts.min_severity!r}: expected one of {', '.join(SEVERITIES)}"
+        )
     paths = [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     db = db or out / "forensics.duckdb"  # type: ignore[operator]
-    opts = options or AnalyzeOptions()
     if run is not None:
         opts = replace(opts, run=run)
     todo = steps or STEPS

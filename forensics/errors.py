@@ -104,5 +104,11 @@ class ReplayError(ForensicsError):
     """A replay cannot run at all (as opposed to a probe that is inconclusive)."""
 
 
+class ReportOptionError(ForensicsError):
+    """A report option has a value the report cannot use."""
+
+    exit_code = 2
+
+
 class SimulationError(ForensicsError):
     """A simulator scenario or its parameters are invalid."""

@@ -19,6 +19,7 @@ from forensics.commands.replay import (
     WORLD_OPTION,
     make_sources,
 )  # fmt: skip
+from forensics.commands.report import MIN_SEVERITY_OPTION
 
 if TYPE_CHECKING:  # the pipeline (numpy, polars, scipy, duckdb) loads only when a command runs
     from forensics.detect import DetectConfig, Detection
@@ -123,6 +124,7 @@ def analyze(
     recovery_window: int | None = WINDOW_OPTION,
     tolerance: float | None = TOLERANCE_OPTION,
     gpu_hour_cost: float | None = COST_OPTION,
+    min_severity: str = MIN_SEVERITY_OPTION,
     fmt: str | None = typer.Option(None, "--format", help="Force a reader."),
     dataset: Path | None = DATASET_OPTION,
     tokenizer: Path | None = TOKENIZER_OPTION,
@@ -153,6 +155,7 @@ def analyze(
         rules_dirs=rules or [],
         config=_config(recovery_window, tolerance),
         gpu_hour_cost=gpu_hour_cost,
+        min_severity=min_severity,
         fmt=fmt,
         sources=sources,
     )

@@ -10,6 +10,13 @@ from forensics.cli import app, err_console, out_console, status
 
 _warned: set[str] = set()
 
+MIN_SEVERITY_OPTION = typer.Option(
+    "moderate",
+    "--min-severity",
+    help="Full post-mortems from this severity up (minor, moderate, major, critical); "
+    "the rest get one line each in README.md.",
+)
+
 
 def warn(message: str) -> None:
     """A warning on stderr, each message once per command (the demo writes seven reports,
@@ -39,12 +46,7 @@ def report(
     world_size: int | None = typer.Option(
         None, "--world-size", help="Number of GPUs of the run (overrides its config)."
     ),
-    min_severity: str = typer.Option(
-        "moderate",
-        "--min-severity",
-        help="Full post-mortems from this severity up (minor, moderate, major, critical); "
-        "the rest get one line each in README.md.",
-    ),
+    min_severity: str = MIN_SEVERITY_OPTION,
 ) -> None:
     """Write one Markdown post-mortem per incident and a README.md for the run, with figures.
 

@@ -13,19 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from forensics.detect.store import require_detected
-from forensics.errors import ForensicsError
+from forensics.errors import ReportOptionError
 from forensics.report import render
 from forensics.report.context import DEFAULT_MIN_SEVERITY, SEVERITIES, Options, build_report
 from forensics.report.export import Exported, export
 from forensics.store.db import Store
 
 log = logging.getLogger(__name__)
-
-
-class ReportOptionError(ForensicsError):
-    """A report option has a value the report cannot use."""
-
-    exit_code = 2
 
 
 @dataclass

@@ -114,3 +114,33 @@ def test_several_runs_share_one_plotly_js(tmp_path: Path, monkeypatch) -> None: 
     for page in pages:
         text = page.read_text()
         assert 'src="../../plotly.min.js"' in text and len(text) < 100_000
+
+
+def test_analyze_min_severity_writes_the_minor_post_mortems(
+    real_logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`analyze --min-severity minor` (only `report` had it): the Mixtral run's two minor
+    spikes get post-mortems; by default they are one line each; a bad value fails first."""
+    from forensics.analyze import AnalyzeOptions, analyze
+    from forensics.errors import ReportOptionError
+    from forensics.report import export
+
+    monkeypatch.setattr(export, "find_chromium", lambda: (None, "no browser in this test"))
+    log = real_logs / (
+        "NVIDIA__Megatron-LM/tests__functional_tests__test_cases__mixtral__"
+        "mixtral_8x7b_alltoall_tp2pp4ep4_release__golden_values_lts_dgx_a100.json"
+    )
+    analyze(log, tmp_path / "all", options=AnalyzeOptions(replay=False, min_severity="minor"))
+    assert sorted(p.name for p in (tmp_path / "all" / "postmortems").glob("*.md")) == [
+        "spike-01.md",
+        "spike-02.md",
+    ]
+    analyze(log, tmp_path / "default", options=AnalyzeOptions(replay=False))
+    summary = (tmp_path / "default" / "README.md").read_text()
+    assert not (tmp_path / "default" / "postmortems").exists() or not any(
+        (tmp_path / "default" / "postmortems").glob("*.md")
+    )
+    assert "`--min-severity minor`" in summary
+    with pytest.raises(ReportOptionError, match="expected one of minor"):
+        analyze(log, tmp_path / "bad", options=AnalyzeOptions(min_severity="bogus"))
+    assert not (tmp_path / "bad").exists()  # failed before any work
