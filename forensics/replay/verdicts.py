@@ -19,8 +19,9 @@ it and none refuted it, refuted in the mirror case, else inconclusive). Then:
   the data or the hardware (rare tokens, corrupt data, an overflowing batch, a bit flip); an
   *amplifier* is an optimizer setting whose counterfactual, re-run on the same batches
   trigger included, removes the damage (stale beta2, LR too high). When both are confirmed
-  the stated cause is the amplifier with the largest share removed -- its fix prevents the
-  incident, while the trigger batch will come again in any real data -- at the confidence of
+  the stated cause is the amplifier with the largest share removed when that share is at
+  least half (PREVENTS) -- its fix prevents the incident, while the trigger batch will come
+  again in any real data -- else the trigger (the fix would not prevent it); at the confidence of
   the stronger of the two (replay confirmed the mechanism as a pair); the trigger is kept in
   `contributions` and named in the `replay.roles` evidence entry. A confirmed cause with no
   partner is stored with role `cause`.
@@ -46,6 +47,7 @@ PRIOR = "replay_prior_"
 UNKNOWN = "unknown"
 TRIGGERS = ("rare_tokens", "data_corruption", "fp16_overflow", "hardware_fault")
 AMPLIFIERS = ("stale_beta2", "lr_too_high")
+PREVENTS = 0.5  # an amplifier is stated when its fix removes at least half of the damage
 TRIGGER, AMPLIFIER, SOLE = "trigger", "amplifier", "cause"
 
 
@@ -104,6 +106,9 @@ def share(probe: str, numbers: dict[str, Any]) -> tuple[float | None, str]:
     - hardware: 1 - the share of the logged spike a faithful replay (no fault) reproduces.
     Other probes (data_corruption, overflow) decide on a signature, not a counterfactual:
     no share (None)."""
+    plain = _num(numbers.get("kept_plain"))
+    if probe == "stale_beta2" and plain is not None:  # the fix alone, not the reset
+        return _clip(1.0 - plain), "added loss on ordinary batches (beta2 = 0.95 alone)"
     if probe in AMPLIFIERS:
         kept = _num(numbers.get("kept"))
         return _clip(None if kept is None else 1.0 - kept), "added loss on ordinary batches"
@@ -187,7 +192,12 @@ def roles(t: dict[str, Tested]) -> list[Contribution]:
         )
         out.append(Contribution(c, role, value, probe, measure))
     rank = {AMPLIFIER: 0, SOLE: 1, TRIGGER: 2}
-    return sorted(out, key=lambda k: (rank[k.role], -(k.share_removed or 0.0), k.cause))
+
+    def order(k: Contribution) -> tuple[int, float, str]:
+        weak = k.role == AMPLIFIER and k.share_removed is not None and k.share_removed < PREVENTS
+        return (3 if weak else rank[k.role], -(k.share_removed or 0.0), k.cause)
+
+    return sorted(out, key=order)
 
 
 def roles_sentence(contribs: list[Contribution]) -> str:
@@ -332,8 +342,9 @@ def choose(
     v0 = verdict_of(cause0, t)
     own = (cause0, adjust(conf0, v0), rec0)
     amps = [k for k in contribs or [] if k.role == AMPLIFIER]
-    if amps:  # a confirmed trigger and amplifier: the amplifier's fix prevents the incident
-        amp = amps[0]
+    if amps:  # a confirmed trigger and amplifier: state the one whose fix prevents it
+        prevents = [k for k in amps if k.share_removed is None or k.share_removed >= PREVENTS]
+        amp = prevents[0] if prevents else next(k for k in contribs or [] if k.role == TRIGGER)
         floor = adjust(0.0, CONFIRMED)
         pair = [best.get(k.cause, (floor, False, None))[0] for k in contribs or []]
         pair += [own[1]] if v0 == CONFIRMED else []

@@ -84,6 +84,31 @@ def test_confirmed_trigger_and_amplifier_state_the_amplifier(tmp_path: Path) -> 
     assert _incident(store)["cause"] == "stale_beta2"
 
 
+def test_an_amplifier_whose_fix_alone_removes_less_than_half_is_not_stated(
+    tmp_path: Path,
+) -> None:
+    """Issue 15: the stale_beta2 probe's reset counterfactual removed 88-100% where the fix
+    itself (beta2 = 0.95, no reset) removed 26-44% per the simulator's truth, so the incident
+    stated beta2 where its fix would not have prevented it. The share and the choice now use
+    the fix alone (`kept_plain`); the amplifier is still stored with its role."""
+    store = _store(tmp_path, "rare_tokens", 0.5, {"rare_tokens": (True, 0.5)})
+    _replay(store, "rare_tokens", "rare_tokens", "confirmed", RARE)
+    _replay(store, "stale_beta2", "stale_beta2", "confirmed", {"kept": 0.11, "kept_plain": 0.7})
+    apply_verdicts(store, RUN)
+    inc = _incident(store)
+    assert (inc["cause"], inc["replay"]) == ("rare_tokens", "confirmed")
+    got = _contribs(store)
+    assert got["stale_beta2"][0] == "amplifier" and abs(got["stale_beta2"][1] - 0.3) < 1e-9
+    roles = inc["evidence"]["replay.roles"]["value"]
+    assert [k["cause"] for k in roles] == ["rare_tokens", "stale_beta2"]  # the stated one first
+    assert "beta2 = 0.95 alone" in roles[1]["measure"]
+    # the same fix removing 60% states beta2, as before
+    _replay(store, "stale_beta2", "stale_beta2", "confirmed", {"kept": 0.11, "kept_plain": 0.4})
+    store.con.execute("DELETE FROM replays WHERE probe = 'stale_beta2' AND numbers LIKE '%0.7%'")
+    apply_verdicts(store, RUN)
+    assert _incident(store)["cause"] == "stale_beta2"
+
+
 def test_the_largest_share_removed_is_the_stated_amplifier(tmp_path: Path) -> None:
     store = _store(tmp_path, "rare_tokens", 0.7, {"rare_tokens": (True, 0.7)})
     _replay(store, "rare_tokens", "rare_tokens", "confirmed", RARE)

@@ -28,14 +28,14 @@ from forensics.sim.scenarios import SCENARIOS
 # the checkpoint before the burst with beta2 = 0.95 removes half of the echo
 # (simulate.attribute), else the trigger rare_tokens. The three stale_beta2 pairs below were
 # drawn before that truth existed; under it all three are rare_tokens (the fix removes 42%,
-# -33% and 41%), while replay's stale_beta2 probe -- beta2 = 0.95 *and* Adam's second moment
-# raised to the gradient's square at the offending step -- removes 88%, 87% and 100% and the
-# incident states stale_beta2. They stay pinned as known misses (strict xfail: a replay that
-# stops overstating the amplifier makes them pass and this list must shrink).
+# -33% and 41%). Replay states beta2 only when beta2 = 0.95 *alone* removes half of the added
+# loss (verdicts.choose; its reset counterfactual, which removed 88%, 87% and 100%, confirms
+# the mechanism but overstated the fix). 4242 and 9001 now state rare_tokens; 560612 stays a
+# known miss: from replay's own start state beta2 = 0.95 alone removes 74% (strict xfail: a
+# replay that agrees with the truth there makes it pass and this list must shrink).
 KNOWN_MISSES = {
-    ("stale_beta2", 4242, 90): "truth rare_tokens (fix removes 42%); replay: stale_beta2 88%",
-    ("stale_beta2", 9001, 120): "truth rare_tokens (fix removes -33%); replay: stale_beta2 87%",
-    ("stale_beta2", 560612, 160): "truth rare_tokens (fix removes 41%); replay: stale_beta2 100%",
+    ("stale_beta2", 560612, 160): "truth rare_tokens (fix removes 41%); replay: beta2 = 0.95 "
+    "alone removes 74%",
 }
 PAIRS = [
     ("stale_beta2", 4242, 90, 200),

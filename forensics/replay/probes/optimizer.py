@@ -65,7 +65,27 @@ def stale_beta2(s: Session) -> ReplayResult:
             f"~{1 / (1 - run_beta2):.0f} steps, so the counterfactual would change nothing"
         ))  # fmt: skip
     changes = {"beta2": COUNTERFACTUAL_BETA2}
-    return counterfactual(s, "stale_beta2", changes, reset=True, extra=extra)
+    res = counterfactual(s, "stale_beta2", changes, reset=True, extra=extra)
+    if res.verdict == CONFIRMED:
+        _plain_fix(s, res)
+    return res
+
+
+def _plain_fix(s: Session, res: ReplayResult) -> None:
+    """The engineer's fix, beta2 = 0.95 alone (no reset), on the same window: the reset
+    confirms the mechanism (a stale v), but overstates what the fix removes (51-100% where
+    beta2 = 0.95 alone removed 26-44% on fresh stale_beta2 draws). Its share, `kept_plain`,
+    decides whether beta2 is the amplifier to state (verdicts.choose)."""
+    try:
+        cf = _rerun(s, {"beta2": COUNTERFACTUAL_BETA2}, reset=False)
+    except StateUnavailable:
+        return
+    steps = [t for t in range(s.plan.start + 2, s.plan.end + 1) if t in cf and t in s.rows]
+    if not steps:
+        return
+    w, _ = measure(s, steps, cf)
+    res.numbers["kept_plain"] = w.kept
+    res.detail += f"; beta2 = 0.95 alone (no reset) removes {1 - w.kept:.0%} of the added loss"
 
 
 def _config_beta2(s: Session) -> float | None:
