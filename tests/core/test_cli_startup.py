@@ -5,22 +5,10 @@ report). Times are measured by bench/cli_startup.py, never asserted here."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-PROBE = """
-import json, sys
-sys.argv = ["forensics"] + sys.argv[1:]
-from forensics.cli import app
-code = 0
-try:
-    app()
-except SystemExit as exc:
-    code = exc.code or 0
-print(json.dumps([code, sorted(sys.modules)]))
-"""
+from cli_probe import run_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "sample_logs" / "rare_tokens" / "metrics.jsonl"  # metrics only: no checkpoint
 
@@ -69,13 +57,10 @@ HEAVY = (
 
 
 def _modules(*args: str) -> list[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True
-    )
-    code, mods = json.loads(out.stdout.strip().splitlines()[-1])
-    assert code == 0, f"forensics {' '.join(args)} exited {code}: {out.stderr[-2000:]}"
-    assert "leaked" not in out.stderr  # DuckDB's bindings report objects alive at exit
-    return mods  # type: ignore[no-any-return]
+    run = run_cli(*args)
+    assert run.code == 0, f"forensics {' '.join(args)} exited {run.code}: {run.stderr[-2000:]}"
+    assert "leaked" not in run.stderr  # DuckDB's bindings report objects alive at exit
+    return run.modules
 
 
 def _ours(mods: list[str]) -> set[str]:

@@ -241,24 +241,10 @@ def test_step_and_clock_rules_in_sql_agree_with_polars(tmp_path: Path, case: str
     con.close()
 
 
-PROBE = """
-import json, sys
-sys.argv = ["forensics"] + sys.argv[1:]
-from forensics.cli import app
-code = 0
-try:
-    app()
-except SystemExit as exc:
-    code = exc.code or 0
-print(json.dumps([code, sorted(m for m in sys.modules if "." not in m)]))
-"""
-
-
 def test_plain_numeric_log_is_stored_without_polars(tmp_path: Path) -> None:
     """A plain numeric JSONL over the DuckDB threshold goes to the store through DuckDB
     alone (polars costs ~0.2 s of start-up), NaN and Infinity kept, values exact."""
-    import subprocess
-    import sys
+    from cli_probe import run_cli
 
     records = [
         {"step": i, "time": 1.7e12 + 850 * i, "loss": 2.0 + 1 / (i + 1), "lr": 3e-4, "k": i}
@@ -270,16 +256,11 @@ def test_plain_numeric_log_is_stored_without_polars(tmp_path: Path) -> None:
     # over the real 1 MB threshold: the subprocess does not see this module's fixture
     assert path.stat().st_size > 1 << 20
     db = tmp_path / "a.duckdb"
-    out = subprocess.run(
-        [sys.executable, "-c", PROBE, "ingest", str(path), "--db", str(db)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    *printed, last = out.stdout.strip().splitlines()
-    code, modules = json.loads(last)
-    assert code == 0, out.stderr[-2000:]
+    run = run_cli("ingest", str(path), "--db", str(db))
+    assert run.code == 0, run.stderr[-2000:]
     # rich draws tables on a terminal only: this pipe gets tab-separated rows
-    assert not {"polars", "pyarrow", "numpy", "rich"} & set(modules)
-    assert printed == [
+    assert not {"polars", "pyarrow", "numpy", "rich"} & set(run.modules)
+    assert run.printed == [
         "run\tsource\tkind\tformat\trows\twarnings",
         "run\tmetrics.jsonl\tmetrics\tjsonl\t45000\t",
     ]
