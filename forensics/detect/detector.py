@@ -489,7 +489,15 @@ def _explain(
         lr_phase(inc, data)
     causes = [i.cause for i in incidents]
     for inc in incidents:
-        advise(inc, data, checkpoints, causes.count(inc.cause), cfg, gpu_hour_cost)
+        advise(
+            inc,
+            data,
+            checkpoints,
+            causes.count(inc.cause),
+            cfg,
+            gpu_hour_cost,
+            log_space=sc.log_space,
+        )
 
 
 def _shape_evidence(inc: Incident) -> list[Evidence]:

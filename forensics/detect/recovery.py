@@ -101,11 +101,14 @@ def advise(
     same_cause_count: int,
     cfg: DetectConfig,
     gpu_hour_cost: float | None = None,
+    *,
+    log_space: bool,
 ) -> None:
-    """Fill inc.recovery, restart checkpoint and cost fields (and their evidence)."""
+    """Fill inc.recovery, restart checkpoint and cost fields (and their evidence).
+    `log_space`: whether the screen read the loss in log units (Screen.log_space)."""
     inc.recovery = action(inc, same_cause_count)
     inc.recovery_step = inc.end_step if inc.type == RECOVERABLE else None
-    inc.off_trend = off_trend(inc, data, cfg)
+    inc.off_trend = off_trend(inc, data, cfg, log_space)
     if inc.origin == "loss":
         inc.evidence.append(
             Evidence(
@@ -181,20 +184,14 @@ def _stretches_text(stretches: list[tuple[int, int | None]]) -> str:
     return ", ".join(f"{a}-{'end' if b is None else b}" for a, b in stretches)
 
 
-def _log_space(data: RunData) -> bool:
-    """Whether the loss was screened in log units (detector.screen_loss: all finite > 0)."""
-    v = data.loss.values
-    ok = np.isfinite(v)
-    return bool(ok.any() and np.all(v[ok] > 0))
-
-
-def off_trend(inc: Incident, data: RunData, cfg: DetectConfig) -> list[tuple[int, int | None]]:
+def off_trend(
+    inc: Incident, data: RunData, cfg: DetectConfig, log_space: bool
+) -> list[tuple[int, int | None]]:
     """The incident's stretches off its pre-spike trend (module doc), in step order."""
     end = inc.recovery_step
     peaks = sorted({s for s, _ in inc.peaks if s >= inc.onset_step})
     if inc.origin != "loss" or len(peaks) < 2:
         return [(inc.onset_step, end)]
-    log_space = _log_space(data)
     out: list[tuple[int, int | None]] = []
     start = inc.onset_step
     for peak, nxt in zip(peaks, peaks[1:], strict=False):

@@ -221,8 +221,8 @@ def _recovered(
     if len(xs) == 0:
         return None
     k = min(cfg.smooth_points, len(xs))
-    excess = forward_median(xs, k) - trend.at(sts)
-    back = np.flatnonzero(_back_mask(sts, xs, trend, sigma, tol, k) & (sts <= wend))
+    mask, excess = _back_mask(sts, xs, trend, sigma, tol, k)
+    back = np.flatnonzero(mask & (sts <= wend))
     if len(back) == 0:
         return None
     i = int(back[0])
@@ -236,12 +236,12 @@ def _recovered(
 
 def _back_mask(
     sts: np.ndarray, xs: np.ndarray, trend: Trend, sigma: float, tol: float, k: int
-) -> np.ndarray:
-    """The recovery test at each point: the point within max(tol, 2 sigma) of the trend and
-    the median of the k points from it within tol."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """The recovery test at each point (the point within max(tol, 2 sigma) of the trend and
+    the median of the k points from it within tol), and that median's excess over the trend."""
     at = trend.at(sts)
     excess = forward_median(xs, k) - at
-    return (excess <= tol) & (xs - at <= max(tol, 2.0 * sigma))
+    return (excess <= tol) & (xs - at <= max(tol, 2.0 * sigma)), excess
 
 
 def back_step(
@@ -263,7 +263,8 @@ def back_step(
     sts, xs = _finite(loss, a, b + cfg.smooth_points, log_space)
     k = min(cfg.smooth_points, max(len(xs), 1))
     tol = effective_tolerance(cfg, sigma, k)
-    hit = np.flatnonzero(_back_mask(sts, xs, trend, sigma, tol, k) & (sts < before))
+    mask, _ = _back_mask(sts, xs, trend, sigma, tol, k)
+    hit = np.flatnonzero(mask & (sts < before))
     return int(sts[hit[0]]) if len(hit) else None
 
 
