@@ -4,7 +4,6 @@ features -> cause -> recovery. Pure: RunData in, Detection out (store.py does th
 from __future__ import annotations
 
 import numpy as np
-import polars as pl
 
 from forensics.detect import events as ev
 from forensics.detect import recurrence
@@ -13,12 +12,18 @@ from forensics.detect.config import DetectConfig
 from forensics.detect.coverage import Coverage
 from forensics.detect.data import Metric, RunData
 from forensics.detect.evidence import explain
-from forensics.detect.features import compute, precursor_len, run_context
+from forensics.detect.features import compute, finite_median, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
 from forensics.detect.recovery import Checkpoint, advise
 from forensics.detect.refine import Refined, refine, sub_peaks
 from forensics.detect.rules import Rule
-from forensics.detect.screen import Screen, excursions, metric_spikes, screen_series
+from forensics.detect.screen import (
+    Screen,
+    centred_median,
+    excursions,
+    metric_spikes,
+    screen_series,
+)
 from forensics.detect.typing import DIVERGENT, RECOVERABLE, Trend, fit_trend, type_shape
 
 
@@ -84,16 +89,8 @@ def loss_incidents(sc: Screen, data: RunData, cfg: DetectConfig) -> list[Inciden
     return out
 
 
-def _centred_median(x: np.ndarray, k: int) -> np.ndarray:
-    return (
-        pl.Series(x).fill_nan(None).rolling_median(k, min_samples=1, center=True).to_numpy()
-    ).astype(float)
-
-
 def _median_near(m: Metric, step: float, half: float) -> float | None:
-    v = m.window(step - half, step + half)
-    v = v[np.isfinite(v)]
-    return float(np.median(v)) if len(v) else None
+    return finite_median(m.window(step - half, step + half))
 
 
 def warmup_rise(
@@ -121,7 +118,7 @@ def warmup_rise(
     i0, i_peak = sc.burn_in, int(np.searchsorted(sc.steps, lr_peak, side="right")) - 1
     if i_peak - i0 < cfg.warmup_rise_points:
         return None
-    m = _centred_median(sc.x, cfg.smooth_points)
+    m = centred_median(sc.x, cfg.smooth_points)
     i_min = i0 + int(np.argmin(m[i0:i_peak]))
     i_end = min(len(m) - 1, i_peak + (i_peak - i0) // 2)
     i_top = i_min + int(np.argmax(m[i_min : i_end + 1]))

@@ -69,7 +69,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return float(a / b)
 
 
-def _median(v: np.ndarray) -> float | None:
+def finite_median(v: np.ndarray) -> float | None:
+    """Median of the finite values (None when there is none)."""
     v = v[np.isfinite(v)]
     return float(np.median(v)) if len(v) else None
 
@@ -278,7 +279,7 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
     if data.has("grad_norm"):
         g = data.aux["grad_norm"]
         st, v = g.window_steps(inc.onset_step - lead, inc.last_peak_step)
-        base = _median(_precursor(g, inc.onset_step, cfg)[1])
+        base = finite_median(_precursor(g, inc.onset_step, cfg)[1])
         out["nonfinite_grad"] = float(np.sum(~np.isfinite(g.window(inc.onset_step, inc.span_end))))
         if len(v):
             worst = int(np.argmax(np.where(np.isfinite(v), v, np.inf)))
@@ -296,7 +297,7 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
         u = data.aux["update_norm"]
         out["update_ratio"] = _ratio(
             _max(u.window(inc.onset_step - lead, inc.span_end)),
-            _median(_precursor(u, inc.onset_step, cfg)[1]),
+            finite_median(_precursor(u, inc.onset_step, cfg)[1]),
         )
     return out
 

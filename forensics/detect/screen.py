@@ -59,6 +59,12 @@ def to_log(values: np.ndarray) -> tuple[np.ndarray, bool]:
     return values / (scale or 1.0), False
 
 
+def centred_median(x: np.ndarray, k: int) -> np.ndarray:
+    """Median of the k points centred on each point (fewer at the ends); NaN skipped."""
+    s = pl.Series(x).fill_nan(None).rolling_median(k, min_samples=1, center=True)
+    return s.to_numpy().astype(float)
+
+
 def trailing_median(x: np.ndarray, window: int, *, shift: int = 1) -> np.ndarray:
     """Median of the `window` points before each point (the point itself excluded). NaN
     points are skipped; where a window holds none, the last median carries forward."""
@@ -129,7 +135,7 @@ def burn_in_index(x: np.ndarray, trend: np.ndarray, cfg: DetectConfig) -> int:
     x0 = float(np.median(x[:5]))
     # the lowest level the loss holds for ~50 points (a run of degenerate batches far below
     # the trend is not where the descent ends)
-    held = pl.Series(x).rolling_median(101, min_samples=1, center=True).to_numpy()
+    held = centred_median(x, 101)
     lowest = float(np.nanmin(held)) if len(held) else x0
     if x0 - lowest < cfg.rise_min:  # no initial descent to wait for (an excerpt, a fine-tune)
         return min(n, history_points(n, cfg))
