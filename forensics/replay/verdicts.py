@@ -197,7 +197,7 @@ def roles(t: dict[str, Tested]) -> list[Contribution]:
         weak = k.role == AMPLIFIER and k.share_removed is not None and k.share_removed < PREVENTS
         return (3 if weak else rank[k.role], -(k.share_removed or 0.0), k.cause)
 
-    return sorted(out, key=order)
+    return sorted(out, key=order)  # the stated one first (choose)
 
 
 def roles_sentence(contribs: list[Contribution]) -> str:
@@ -341,10 +341,9 @@ def choose(
     """The incident's cause, confidence and recovery after replay (see the module doc)."""
     v0 = verdict_of(cause0, t)
     own = (cause0, adjust(conf0, v0), rec0)
-    amps = [k for k in contribs or [] if k.role == AMPLIFIER]
-    if amps:  # a confirmed trigger and amplifier: state the one whose fix prevents it
-        prevents = [k for k in amps if k.share_removed is None or k.share_removed >= PREVENTS]
-        amp = prevents[0] if prevents else next(k for k in contribs or [] if k.role == TRIGGER)
+    if any(k.role == AMPLIFIER for k in contribs or []):
+        # a confirmed trigger and amplifier: roles() put first the one whose fix prevents it
+        amp = next(k for k in contribs or [] if k.role != SOLE)
         floor = adjust(0.0, CONFIRMED)
         pair = [best.get(k.cause, (floor, False, None))[0] for k in contribs or []]
         pair += [own[1]] if v0 == CONFIRMED else []

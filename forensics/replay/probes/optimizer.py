@@ -80,7 +80,7 @@ def _plain_fix(s: Session, res: ReplayResult) -> None:
         cf = _rerun(s, {"beta2": COUNTERFACTUAL_BETA2}, reset=False)
     except StateUnavailable:
         return
-    steps = [t for t in range(s.plan.start + 2, s.plan.end + 1) if t in cf and t in s.rows]
+    steps = _compared_steps(s, cf)
     if not steps:
         return
     w, _ = measure(s, steps, cf)
@@ -116,7 +116,7 @@ def counterfactual(
         cf = _rerun(s, changes, reset)
     except StateUnavailable as exc:
         return s.result(hyp, hyp, INCONCLUSIVE, extra, f"not run: {exc}")
-    steps = [t for t in range(s.plan.start + 2, s.plan.end + 1) if t in cf and t in s.rows]
+    steps = _compared_steps(s, cf)
     if not steps:
         return s.result(hyp, hyp, INCONCLUSIVE, extra, "window too short to compare")
     w, numbers = measure(s, steps, cf)
@@ -124,6 +124,11 @@ def counterfactual(
     res = s.result(hyp, hyp, verdict, numbers | extra, f"{detail} ({w.facts()})")
     res.wall_s = time.perf_counter() - t0
     return res
+
+
+def _compared_steps(s: Session, cf: dict[int, Any]) -> list[int]:
+    """The window's steps both the replay and the counterfactual ran (after the first)."""
+    return [t for t in range(s.plan.start + 2, s.plan.end + 1) if t in cf and t in s.rows]
 
 
 def _rerun(s: Session, changes: dict[str, Any], reset: bool) -> dict[int, Any]:
