@@ -111,10 +111,9 @@ def report_step(ctx: AnalyzeContext) -> None:
     if not ctx.options.report or ctx.out is None:
         return
     from forensics.report import write_report
-
-    ctx.progress(f"{ctx.run_id}: writing the report")
     from forensics.report.context import DEFAULT_MIN_SEVERITY
 
+    ctx.progress(f"{ctx.run_id}: writing the report")
     result = write_report(
         ctx.store,
         ctx.run_id,
@@ -231,11 +230,11 @@ def _one_run(
     detection: Detection | None = None,
 ) -> AnalyzeResult:
     """The steps after ingest (and detect) on one of several runs, into out/<run>/."""
-    sub = ctx.out / safe_folder_name(run_id) if ctx.out is not None else None
-    shared_js = None
-    if ctx.out is not None and sub is not None:
+    sub = shared_js = None
+    if ctx.out is not None:
         from forensics.report.export import PLOTLY_JS
 
+        sub = ctx.out / safe_folder_name(run_id)
         sub.mkdir(parents=True, exist_ok=True)
         shared_js = ctx.out / PLOTLY_JS  # one 4.8 MB copy for every run's figures
     one = replace(
