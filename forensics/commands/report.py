@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from forensics.cli import app, err_console, out_console, status
+from forensics.cli import app, out_console, status
+from forensics.cli import warn as cli_warn
 
 _warned: set[str] = set()
 
@@ -24,7 +25,7 @@ def warn(message: str) -> None:
     if message in _warned:
         return
     _warned.add(message)
-    err_console.print(f"[yellow]warning:[/yellow] {message}", highlight=False, markup=False)
+    cli_warn(message)
 
 
 @app.command()

@@ -123,3 +123,18 @@ def test_demo_calls_analyze_with_the_expected_signature(
         }
     ]
     assert "clean-350m: 0 incidents" in result.stdout
+
+
+def test_report_warning_is_plain_text(
+    report_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The no-browser warning printed rich's markup as text ("[yellow]warning:[/yellow]"):
+    report's once-per-command warn printed with markup off. It now goes through cli.warn."""
+    monkeypatch.setenv("FORENSICS_CHROMIUM", str(tmp_path / "no-such-browser"))
+    result = runner.invoke(
+        app,
+        ["report", "--db", str(report_db), "--out", str(tmp_path / "r"), "--run", "gpt-1b-fp16"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "warning: FORENSICS_CHROMIUM=" in result.stderr
+    assert "[yellow]" not in result.stderr
