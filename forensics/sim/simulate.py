@@ -146,6 +146,7 @@ def expected_incidents(
     if not found:
         return [], None, None
     twin, source = twin_loss(scen.twin_config(run.base, run.cfg), run.run_dir)
+    attribution = attribute(run, twin)  # one fixed re-run for the run, not per incident
     out = []
     for e in found:
         last = max(int(e["peak_step"]), scen.injection_end(run.at, run.strength))
@@ -154,7 +155,6 @@ def expected_incidents(
             "cause": e["cause"], "type": shape.type, "onset_step": e["onset_step"],
             "peak_step": e["peak_step"], "typing": typing_record(shape),
         }  # fmt: skip
-        attribution = attribute(run, twin)
         if attribution is not None:
             item["cause"] = attribution["root_cause"]
             item["attribution"] = attribution
