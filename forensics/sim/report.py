@@ -83,7 +83,8 @@ def plot_run(
     title: str = "",
     twin: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """loss.png (kaleido); falls back to loss.html when no Chromium can render a PNG.
+    """loss.png (kaleido); falls back to a self-contained loss.html when no Chromium can
+    render a PNG.
 
     Panels: loss; loss zoomed on the first injection (when there is one); grad norm; loss
     scale (fp16 runs). Red dotted lines mark injected steps, red crosses non-finite values;
@@ -144,7 +145,9 @@ def plot_run(
         fig.write_image(run_dir / PLOT_PNG, width=1000, height=240 * len(panels) + 90)
         return run_dir / PLOT_PNG
     except Exception:  # kaleido raises many kinds when Chromium is missing or broken
-        fig.write_html(run_dir / PLOT_HTML, include_plotlyjs="cdn")
+        # plotly.js embedded, not from a CDN: the machine that has no Chromium is often the
+        # one without internet, and a run folder is opened where it lies
+        fig.write_html(run_dir / PLOT_HTML, include_plotlyjs=True)
         return run_dir / PLOT_HTML
 
 

@@ -149,3 +149,21 @@ def test_bad_parameters_are_clear_errors(tmp_path) -> None:
         simulate("hardware_fault", tmp_path, steps=200, at=5)
     with pytest.raises(SimulationError, match="unknown preset"):
         simulate("clean", tmp_path, preset_name="huge")
+
+
+def test_plot_without_chromium_is_a_self_contained_html(tmp_path, monkeypatch) -> None:
+    """No Chromium for the PNG: loss.html must open offline (plotly.js inside, no CDN)."""
+    import plotly.graph_objects as go
+
+    from forensics.sim.report import PLOT_HTML, plot_run
+
+    def no_browser(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no Chromium")
+
+    monkeypatch.setattr(go.Figure, "write_image", no_browser)
+    rows = [{"step": s, "loss": 3.0 - s / 100, "grad_norm": 1.0} for s in range(1, 60)]
+    out = plot_run(tmp_path, rows, {"scenario": "clean", "injected": []})
+    html = out.read_text()
+    assert out.name == PLOT_HTML
+    assert 'src="https://cdn.plot.ly' not in html
+    assert "Plotly.newPlot" in html and len(html) > 1_000_000  # plotly.js is embedded
