@@ -202,7 +202,7 @@ def analyze(
         results = [_one_run(ctx, run_id, rest, detected.get(run_id)) for run_id in ctx.run_ids]
         index = _write_index(ctx, results) if out is not None else None
     outputs = ([index] if index else []) + [p for r in results for p in r.outputs]
-    notes = [f"{r.run_id}: {n}" for r in results for n in r.notes]
+    notes = ctx.notes + [f"{r.run_id}: {n}" for r in results for n in r.notes]
     first_result = results[0]
     return AnalyzeResult(
         first_result.run_id, db, first_result.detection, outputs, notes, results, index
@@ -211,8 +211,12 @@ def analyze(
 
 def _detect_all(ctx: AnalyzeContext) -> dict[str, Detection]:
     """Detect every run of the store at once, so each run's cross-run evidence (stored in
-    its hypotheses) knows all the others and agrees with the `recurrences` table."""
+    its hypotheses) knows all the others and agrees with the `recurrences` table. Runs the
+    store held before keep the replay verdicts of incidents detected where they were."""
+    from forensics.replay.kept import keep, restore
+
     ctx.progress("detect (every run, with cross-run evidence)")
+    kept = keep(ctx.store)
     dets = detect(
         ctx.store,
         None,
@@ -220,6 +224,9 @@ def _detect_all(ctx: AnalyzeContext) -> dict[str, Detection]:
         rules_dirs=ctx.options.rules_dirs,
         gpu_hour_cost=ctx.options.gpu_hour_cost,
     )
+    note = restore(ctx.store, kept).note()
+    if note:
+        ctx.notes.append(note)
     return {d.run_id: d for d in dets}
 
 

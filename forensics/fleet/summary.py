@@ -107,11 +107,17 @@ def compare(
     store: Store, out: Path | None = None, *, png: bool = True, rules_dirs: Any = ()
 ) -> Fleet:
     """Detect every run of the store (with cross-run evidence), then read the fleet back and,
-    with `out`, draw the overlay of the runs around the most shared recurring step."""
+    with `out`, draw the overlay of the runs around the most shared recurring step. Replay
+    verdicts of incidents detected where they were are kept (replay/kept.py)."""
     from forensics.detect import detect
+    from forensics.replay.kept import keep, restore
 
+    kept = keep(store)
     detect(store, None, rules_dirs=rules_dirs)
+    note = restore(store, kept).note()
     fleet = read(store)
+    if note:
+        fleet.notes.append(note)
     if out is not None and fleet.recurrences:
         from forensics.fleet.figure import write_overlay
 
