@@ -121,7 +121,16 @@ def read_text(path: Path) -> str:
 
 
 def line_frame(text: str) -> pl.DataFrame:
-    """One row per line: `line` (1-based, for messages) and `text` (without CR/LF)."""
+    """One row per line: `line` (1-based, for messages) and `text` (without CR/LF).
+
+    A bare carriage return ends a line too: a progress bar (tqdm, Keras) redraws itself
+    after `\r`, and a log captured to a file keeps every redraw on one physical line. Line
+    numbers then count those redraws (an editor shows fewer lines).
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            text = text.replace("\r", "\n")
     frame = pl.DataFrame({"text": [text]}, schema={"text": pl.Utf8}).select(
         pl.col("text").str.split("\n").explode().str.strip_chars_end("\r")
     )

@@ -124,6 +124,8 @@ _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 _SOURCE_FILE = re.compile(r"\.(?:py|pyx|cu|cuh|c|cc|cpp|cxx|h|hpp|rs|go|java|js|ts|sh)\Z")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
+_MAX_CONT_FIELDS = 12  # a step-less line with a loss and more fields than this is not a record
+_LOSSES = {"loss", "val_loss"}
 _MAX_TEMPLATES = 5000  # distinct templates examined at most (the most frequent first)
 _SAMPLES = 3
 
@@ -211,6 +213,8 @@ def infer(text: str, count: int) -> Template:
     _step_key(tpl, lowered, lits, skip)
     if tpl.step_slot is None and bar is not None:
         _bar_step(tpl, lits, lowered, bar)
+    if tpl.step_slot is None:
+        _epoch_counter(tpl, lits, lowered, skip)
     if tpl.step_slot is None and n and not lits[0].strip(" \t[") and 0 not in skip:
         tpl.step_slot = 0  # a bare leading `N` or `N/M`
         if n > 1 and lits[1].strip() == "/":
@@ -245,7 +249,7 @@ def infer(text: str, count: int) -> Template:
     if tpl.step_slot is None:
         keys = list(tpl.names.values())
         indented = lits[0][:1] in (" ", "\t") and len(keys) <= 3
-        tpl.cont = indented or (len(keys) == 1 and "loss" in keys[0].lower())
+        tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and any(map(_is_loss, keys)))
     return tpl
 
 
@@ -301,6 +305,24 @@ def _bar_step(tpl: Template, lits: list[str], lowered: list[str], bar: tuple[int
         tpl.epoch_slot, tpl.total_slot = epochs[-1], counter + 1
 
 
+def _epoch_counter(tpl: Template, lits: list[str], lowered: list[str], skip: set[int]) -> None:
+    """`epoch 010  2000 / 8223 loss=...` (fairseq before 0.6): an epoch number right before
+    a counter of the batches in that epoch."""
+    for i in range(len(lowered) - 2):
+        counter = lits[i + 2].strip() == "/" and not _WORD.search(lits[i + 1])
+        if lowered[i] == "epoch" and counter and i not in skip:
+            tpl.epoch_slot, tpl.step_slot, tpl.total_slot = i, i + 1, i + 2
+            tpl.keyed = True
+            skip.add(i)
+            return
+
+
+def _is_loss(key: str) -> bool:
+    """A key that names a loss itself (`val loss`, `valid_loss`, `train loss`), not a
+    setting about one (`auxiliary_loss_multiplier` in a config dump)."""
+    return alias_table().canonical(key) in _LOSSES or key.lower().strip() == "loss"
+
+
 def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
     """mmengine / mmcv `Epoch [E][i/N]` or `Epoch(train) [E][i/N]`: the step is the
     iteration counted over epochs."""
@@ -328,7 +350,7 @@ def _split_of(lits: list[str], befores: list[str]) -> str:
     upto = next((i for i, b in enumerate(befores) if "loss" in b.lower()), 0)
     text = " ".join(lits[: upto + 1])
     for key in befores[: upto + 1]:
-        text = text.replace(key, " ") if key else text
+        text = text.replace(key, " ") if key and _good_key(key) else text
     words = re.findall(r"[A-Za-z]+", text.lower())
     for w in words:
         if w in ("val", "valid", "validation"):
@@ -423,11 +445,11 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
     lossy = [
         t
         for t in found.values()
-        if t.is_record and any(table.canonical(k) == "loss" for k in t.names.values())
+        if (t.is_record or t.cont) and any(table.canonical(k) == "loss" for k in t.names.values())
     ]
     if len(lossy) < 2:
         return
-    main = max(lossy, key=lambda t: t.lines)
+    main = max(lossy, key=lambda t: (t.is_record, t.lines))
     if not _COUNTER.search(main.text):
         return
     for t in lossy:
