@@ -466,7 +466,7 @@ def _attach_to_bars(found: dict[str, Template], notes: list[str]) -> None:
     """A training progress bar gives the step, and lines without a step printed under it
     belong to that step (Hugging Face Trainer writes its `{'loss': 1.66, ...}` dict right
     after the bar reached the optimizer step it logs)."""
-    attached = [t for t in found.values() if t.step_slot is None and t.names and not t.cont]
+    attached = [t for t in found.values() if t.step_slot is None and t.names]
     for t in attached:
         t.cont = True
     if attached:

@@ -213,7 +213,11 @@ def _last_per_step(long: pl.DataFrame, pat: LinePattern, warnings: list[str]) ->
             f"{pat.name}: {lines_before} lines for {kept['step'].n_unique()} optimizer steps "
             f"(micro-iterations or redraws); kept the last line of each step ({dropped} "
             "earlier ones dropped"
-            + ("; the micro-iteration counter is the `iter` metric)" if "iter" in pat.metrics else ")")
+            + (
+                "; the micro-iteration counter is the `iter` metric)"
+                if "iter" in pat.metrics
+                else ")"
+            )
         )
     return kept
 
