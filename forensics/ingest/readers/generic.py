@@ -363,12 +363,7 @@ def _split_of(lits: list[str], befores: list[str]) -> str:
 def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
     """line, text (prefix removed), tpl (numbers as slots, blank runs collapsed)."""
     body = pl.col("text").str.replace_all(_ANSI, "").str.replace(_PREFIX, "")
-    tpl = (
-        pl.col("body")
-        .str.replace_all(NUM, SLOT)
-        .str.replace_all(r"[ ]{2,}", "  ")
-        .str.strip_chars_end(" ")
-    )
+    tpl = pl.col("body").str.replace_all(NUM, SLOT).str.replace_all(r"[ ]{2,}", "  ")
     if lines["text"].str.contains("%|", literal=True).any():
         tpl = tpl.str.replace_all(_BAR.pattern, "%|BAR|")  # one template for every bar fill
     return (
@@ -638,8 +633,14 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
     without a counter. Epochs count from 0 when a 0 is printed, else from 1."""
     slot = pl.col("step_slot")
     num = pl.col("nums").list.get
+    step = num(slot, null_on_oob=True).cast(pl.Int64, strict=False)
+    if headers is None and hit["epoch_slot"].is_null().all():  # most logs: the step as printed
+        ordinal = pl.col("ordinal").cast(pl.Int64).cum_sum()
+        return hit.with_columns(
+            pl.when(pl.col("ordinal")).then(ordinal).otherwise(step).alias("step")
+        )
     hit = hit.with_columns(
-        num(slot, null_on_oob=True).cast(pl.Int64, strict=False).alias("_step"),
+        step.alias("_step"),
         num(pl.col("epoch_slot"), null_on_oob=True).cast(pl.Int64, strict=False).alias("_epoch"),
         num(pl.col("total_slot"), null_on_oob=True).cast(pl.Int64, strict=False).alias("_total"),
     )
