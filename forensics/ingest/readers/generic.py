@@ -794,7 +794,10 @@ def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
 class GenericTextReader(Reader):
     name = "generic_text"
     structured = False  # numbers parsed back from printed text
-    description = "any line-oriented log with a step counter and named numbers (inferred)"
+    description = (
+        "any line-oriented log with a step counter and named numbers (inferred): fairseq, "
+        "MaxText, Composer, Keras, TF, tqdm bars"
+    )
     priority = 95  # after every named format and the named line patterns
 
     def sniff(self, path: Path, head: str) -> bool:

@@ -339,7 +339,7 @@ def _drop_cut_tail(
 class TextLogReader(Reader):
     name = "textlog"
     structured = False  # numbers parsed back from printed text
-    description = "plain-text logs via named line patterns (nanoGPT, modded-nanogpt, llm.c, litgpt)"
+    description = "named line patterns (nanoGPT, modded-nanogpt, llm.c, litgpt, torchtune)"
     # Generic: sniffed after every structured format.
     priority = 90
 
