@@ -465,3 +465,34 @@ def test_analyze_finds_the_llava_spike_under_a_trainer_bar(tmp_path: Path) -> No
     )
     rows = _incidents(tmp_path, pad + quoted)
     assert [r["onset_step"] for r in rows] == [2588]
+
+
+# ----- NVIDIA DLLogger, a nanoGPT derivative -----------------------------------------------
+DLL_543 = """\
+DLL 2020-05-29 11:31:45.763470 - Training Epoch: 0 Training Iteration: 1787  average_loss : 2.354230079650879  step_loss : 3.146484375  learning_rate : 0.005360045911827694 
+DLL 2020-05-29 11:31:45.763713 - PARAMETER checkpoint_step : 1787 
+DLL 2020-05-29 13:00:26.908374 - Training Epoch: 0 Training Iteration: 1887  average_loss : 2.2108074378967286  step_loss : 1.75  learning_rate : 0.005659992521331203 
+DLL 2020-05-29 13:00:26.908602 - PARAMETER checkpoint_step : 1887 
+"""  # noqa: E501, W291  https://github.com/NVIDIA/DeepLearningExamples/issues/543
+
+
+def test_dllogger_training_iteration(tmp_path: Path) -> None:
+    fmt, m, _ = _stored(tmp_path, DLL_543)
+    assert fmt == "generic_text"
+    assert m["loss"] == {1787: 3.146484375, 1887: 1.75}  # step_loss; average_loss apart
+    assert m["average_loss"][1887] == pytest.approx(2.2108074378967286)
+    assert m["lr"][1787] == pytest.approx(0.005360045911827694)
+
+
+def test_nanogpt_derivative_with_eval_lines_beside_unnamed_steps(tmp_path: Path) -> None:
+    # https://github.com/datawhalechina/tiny-universe/issues/31 (the last two lines; the first
+    # is synthetic, in their syntax): the eval line is a named pattern, the others generic
+    text = (
+        "99900 | loss 3.1021 | lr 1.000000e-05 | 2006.12ms | mfu 1.68%\n"
+        "step 100000: train loss nan, val loss nan\n"
+        "100000 | loss nan | lr 0.000000e+00 | 2006.12ms | mfu 1.68%\n"
+    )
+    fmt, m, _ = _stored(tmp_path, text)
+    assert fmt == "textlog"
+    assert m["loss"][99900] == 3.1021 and math.isnan(m["loss"][100000])
+    assert math.isnan(m["val_loss"][100000]) and math.isnan(m["eval_train_loss"][100000])
