@@ -496,3 +496,27 @@ def test_nanogpt_derivative_with_eval_lines_beside_unnamed_steps(tmp_path: Path)
     assert fmt == "textlog"
     assert m["loss"][99900] == 3.1021 and math.isnan(m["loss"][100000])
     assert math.isnan(m["val_loss"][100000]) and math.isnan(m["eval_train_loss"][100000])
+
+
+# ----- DeepSpeed under the Hugging Face Trainer ---------------------------------------------
+DS_9996 = (  # https://github.com/huggingface/transformers/issues/9996 (bar padding shortened)
+    "  1%|▉                  | 6/1184 [00:21<1:09:10,  3.52s/it][2021-02-04 15:06:19,825] [INFO] "
+    "[stage2.py:1357:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: "
+    "134217728.0, reducing to 67108864.0\n"
+    "  1%|█                  | 7/1184 [00:24<1:07:59,  3.47s/it][2021-02-04 15:06:23,182] [INFO] "
+    "[stage2.py:1357:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: "
+    "67108864.0, reducing to 33554432.0\n"
+    "  1%|█▎                 | 8/1184 [00:28<1:07:17,  3.43s/it][2021-02-04 15:06:26,854] [INFO] "
+    "[stage2.py:1357:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: "
+    "33554432.0, reducing to 16777216.0\n"
+)
+
+
+def test_deepspeed_overflow_glued_to_the_trainer_bar(tmp_path: Path) -> None:
+    # the logger's record follows the bar on the same line (tqdm printed no newline): the bar
+    # says step 6 is done, so the overflow skipped step 7
+    fmt, m, _ = _stored(tmp_path, DS_9996)
+    assert fmt == "generic_text"
+    assert m["overflow"] == {7: 1.0, 8: 1.0, 9: 1.0}
+    assert m["loss_scale"] == {7: 67108864.0, 8: 33554432.0, 9: 16777216.0}
+    assert m["s/it"] == {6: 3.52, 7: 3.47, 8: 3.43}
