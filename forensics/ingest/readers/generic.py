@@ -11,14 +11,18 @@ them without a pattern written for the format:
    replaced by a slot. Lines that are the same text around their slots are one *template*
    (a train line, a validation line, a banner): a 5M-line log has a handful.
 3. Each template is read once, in Python: which slot is the step (`step N`, `iter N`,
-   `iteration N/M`, `[step=N/M]`, `s:N`, a bare leading `N/M` or `N`), which slots are
-   totals (`/M`) or annotations (`(+nanz)`), and the name of every other slot (the text
-   before it within its field, fields being cut at `|`, `,`, `;`, tabs, runs of blanks; the
-   unit after it when nothing precedes it).
+   `iteration N/M`, `[step=N/M]`, `s:N`, `completed step: N`, `num_updates=N`, `[batch=N/M]`,
+   a training progress bar's `n/N`, an epoch with the batch counter of that epoch, a bare
+   leading `N/M` or `N`), which slots are totals (`/M`) or annotations (`(+nanz)`), and the
+   name of every other slot (the text before it within its field, fields being cut at `|`,
+   `,`, `;`, tabs, runs of blanks; the unit after it when nothing precedes it).
 4. The values of all lines of accepted templates come out in one vectorised pass.
 
 Lines without a step that follow a record (OLMo's indented `    train/CrossEntropyLoss=2.998`,
-llm.c's `val loss 3.28`) take the step of the record before them. The reader says what it
+llm.c's `val loss 3.28`, the Hugging Face Trainer's `{'loss': 1.66, ...}` under its bar) take
+the step of the record before them. Per-epoch summary lines are kept apart (`epoch/<name>`),
+a run's closing summary too (`summary/<name>`), and loss-scaler overflow lines become an
+`overflow` count and events at the step they interrupted (docs/ingest.md). The reader says what it
 read (each metric with the line template it came from, how many lines it ignored, a sample
 of them) in its warnings, so that a user can check it.
 
