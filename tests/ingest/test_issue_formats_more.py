@@ -309,6 +309,23 @@ def test_hf_trainer_closing_summary_is_not_a_loss(tmp_path: Path) -> None:
     assert m["summary/train_loss"] == {2: 0.1025}
 
 
+def test_hf_trainer_evaluation_bar_gives_no_step(tmp_path: Path) -> None:
+    # synthetic, in the Trainer's output syntax: its evaluation bar has no description
+    # either, and counts eval batches; the eval dict belongs to the training step before it
+    text = (
+        " 18%|█▊        | 500/2724 [1:00:02<4:00:00,  1.50s/it]\n"
+        "{'loss': 1.2345, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.18}\n"
+        "  0%|          | 0/25 [00:00<?, ?it/s]\n"
+        "100%|██████████| 25/25 [00:03<00:00,  8.00it/s]\n"
+        "{'eval_loss': 1.3, 'eval_runtime': 3.1, 'eval_samples_per_second': 64.5, 'epoch': 0.18}\n"
+        " 18%|█▊        | 501/2724 [1:00:08<4:00:00,  1.50s/it]\n"
+    )
+    _, m, warnings = _stored(tmp_path, text)
+    assert m["loss"] == {500: 1.2345} and m["val_loss"] == {500: 1.3}
+    assert set(m["s/it"]) == {500, 501} and "it/s" not in m
+    assert any("an evaluation loop" in w for w in warnings)
+
+
 TORCHTUNE_2620 = """\
 [trainer0|0]:1|54|Loss: 1.0960569381713867:  54%|█████▍    | 55/101 [15:04<11:17, 14.73s/it]
 [trainer0|0]:1|55|Loss: 1.0744975805282593:  54%|█████▍    | 55/101 [15:04<11:17, 14.73s/it][trainer0|0]:

@@ -431,7 +431,9 @@ def _summaries(found: dict[str, Template], notes: list[str]) -> None:
     Trainer's closing `{'train_runtime': ..., 'train_loss': 1.23, 'epoch': 3.0}`): its
     metrics keep a `summary/` prefix, so that a run-average loss never joins `loss`."""
     for t in found.values():
-        if t.step_slot is None and any("runtime" in k.lower() for k in t.names.values()):
+        keys = [k.lower() for k in t.names.values()]
+        evaluation = any(re.search(r"\b(?:eval|val|valid|test)", k) for k in keys)
+        if t.step_slot is None and any("runtime" in k for k in keys) and not evaluation:
             t.names = {i: f"summary/{k}" for i, k in t.names.items()}
             notes.append(f"generic reader: '{t.shown()[:100]}' is a run summary (summary/...)")
 
@@ -546,6 +548,8 @@ def extract(
         pl.col("body").str.extract_all(NUM).alias("nums")
     )
     hit = _steps(hit, _epoch_headers(prepared, found, notes), notes)
+    if any(t.bar for t in found.values()):
+        hit = _training_bar_only(hit, [k for k, t in found.items() if t.bar], notes)
     # records whose step slot is not an integer (a decimal where a step was): not records
     bad_step = hit.filter(~pl.col("cont") & pl.col("step").is_null())
     hit = hit.filter(pl.col("cont") | pl.col("step").is_not_null())
@@ -669,6 +673,29 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
         .then(pl.col("_step"))
         .alias("step")
     ).drop("_step", "_epoch", "_total")
+
+
+def _training_bar_only(hit: pl.DataFrame, bars: list[str], notes: list[str]) -> pl.DataFrame:
+    """Bars without a description count other loops too: the Hugging Face Trainer draws its
+    evaluation bar (`100%|...| 25/25`) like its training bar (`...| 320/2724`). The bar with
+    the largest total is the training loop's; the others' lines are not records (so that an
+    eval dict printed under the eval bar takes the training step before it)."""
+    total = (
+        pl.col("nums")
+        .list.get(pl.col("step_slot") + 1, null_on_oob=True)
+        .cast(pl.Int64, strict=False)
+    )
+    is_bar = pl.col("tpl").is_in(bars)
+    totals = hit.filter(is_bar).select(total.alias("t"))["t"].drop_nulls()
+    if totals.n_unique() <= 1:
+        return hit
+    main = int(totals.max())  # type: ignore[arg-type]
+    other = is_bar & (total != main)
+    notes.append(
+        f"generic reader: {hit.filter(other).height} progress-bar lines counting to another "
+        f"total than the training bar's {main} (an evaluation loop) give no step"
+    )
+    return hit.filter(~other)
 
 
 def _epoch_headers(
