@@ -771,9 +771,14 @@ def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFram
 
 
 def describe(
-    found: dict[str, Template], ignored: int, lines: pl.DataFrame, used: set[int]
+    found: dict[str, Template],
+    ignored: int,
+    lines: pl.DataFrame,
+    used: set[int],
+    redraws: int = 0,
 ) -> list[str]:
-    """What was read, for the user to check: metric <- template, lines ignored, a sample."""
+    """What was read, for the user to check: metric <- template, lines ignored (and how many
+    lines came from carriage-return redraws of a progress display), a sample."""
     out = []
     for tpl in sorted(found.values(), key=lambda t: -t.lines):
         metrics = ", ".join(tpl.names.values())
@@ -785,8 +790,9 @@ def describe(
             & (pl.col("text").str.strip_chars().str.len_bytes() > 0)
         ).head(_SAMPLES)
         sample = " / ".join(f"{r[0]}: '{r[1].strip()[:80]}'" for r in rest.iter_rows())
+        cr = f"; the log has {redraws} carriage-return redraws, each a line" if redraws else ""
         out.append(
-            f"generic reader: {ignored} lines ignored (no step and metric found), e.g. {sample}"
+            f"generic reader: {ignored} lines ignored (no step and metric found{cr}), e.g. {sample}"
         )
     return out
 
@@ -805,7 +811,8 @@ def read_generic(path: Path, text: str) -> ReadResult:
     used = set(rows["line"].to_list())
     if events:
         used |= set(lines.filter(pl.col("text").str.contains(_OVERFLOW))["line"].to_list())
-    notes = describe(found, ignored, lines, used) + notes
+    redraws = text.count("\r") - text.count("\r\n") if "\r" in text else 0
+    notes = describe(found, ignored, lines, used, redraws) + notes
     return ReadResult(
         metrics=rows.select("step", "raw_name", "value", "wall_time"),
         warnings=notes,
