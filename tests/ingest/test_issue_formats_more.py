@@ -430,6 +430,32 @@ def test_gpt_neox_with_deepspeed_step_lines(tmp_path: Path) -> None:
     assert m["loss"] == {1: 2.276005, 2: 2.175701} and m["loss_scale"][2] == 4096.0
 
 
+def test_gpt_neox_deepspeed_overflow_detected_lines(tmp_path: Path) -> None:
+    # records of https://github.com/EleutherAI/gpt-neox/issues/947 with, between them, the
+    # overflow line of https://github.com/deepspeedai/DeepSpeed/issues/697 (printed by the
+    # DeepSpeed engine GPT-NeoX runs on): put together here, each line as printed
+    record = (
+        "samples/sec: 2.930 | iteration        1/   55000 | elapsed time per iteration (ms): "
+        "10921.0 | learning rate: 1.212E-09 | approx flops per GPU: 9.8TFLOPS | lm_loss: "
+        "2.276005E+00 | loss scale: 4096.0 | number of skipped iterations:   0 | number of nan "
+        "iterations:   0 |\n"
+    )
+    overflow = (
+        "[2021-01-26 22:04:09,191] [INFO] [logging.py:60:log_dist] [Rank 0] Overflow detected. "
+        "Skipping step. Attempted loss scale: 8.0, reducing to 4.0\n"
+    )
+    second = (
+        " samples/sec: 4.904 | iteration        2/   55000 | elapsed time per iteration (ms): "
+        "6524.7 | learning rate: 2.424E-09 | approx flops per GPU: 16.4TFLOPS | lm_loss: "
+        "2.175701E+00 | loss scale: 4096.0 | number of skipped iterations:   0 | number of nan "
+        "iterations:   0 |\n"
+    )
+    fmt, m, _ = _stored(tmp_path, record + overflow + second)
+    assert fmt == "megatron"
+    assert m["overflow"] == {2: 1.0}  # printed while step 2 ran
+    assert m["loss"] == {1: 2.276005, 2: 2.175701}
+
+
 # ----- bad input ----------------------------------------------------------------------------
 def test_a_progress_bar_of_other_work_is_not_a_training_log(tmp_path: Path) -> None:
     # datasets' Map bar and checkpoint loading count examples and shards, not steps
