@@ -230,6 +230,8 @@ STYLES = [
     ("{step} {kv}", "\t", "{k}={v}"),
     ("Iteration {step} of {total} - {kv}", " - ", "{k} = {v}"),
     ("[Step {step}] {kv}", " ", "{k}={v}"),
+    ("completed step: {step}, {kv}", ", ", "{k}: {v}"),  # MaxText
+    ("{kv}, num_updates={step}", ", ", "{k}={v}"),  # fairseq: the step last
 ]
 KEYS = [
     "loss",

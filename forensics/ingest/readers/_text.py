@@ -9,6 +9,7 @@ stop a text reader from claiming a binary file or a document that merely quotes 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +57,8 @@ SCAN_LIMIT = 4 * 1024 * 1024
 _SCAN_CHUNK = 1024 * 1024
 _OVERLAP = 4096  # re-read of the head's tail: a line cut at 64 KiB is seen whole
 
+# `...s/it][2021-02-04 15:06:19,825] [INFO] ...`: a logger's record after a tqdm bar.
+_GLUED_RECORD = re.compile(r"\]\[(?=\d{4}-\d\d-\d\d[ T]\d\d:\d\d)")
 # Python/Rust-compatible number syntax, used by both readers' regexes.
 NUMBER = r"[-+]?(?:(?i:nan|inf(?:inity)?)|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
 _SUFFIX_SCALE = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
@@ -75,7 +78,10 @@ def looks_like_text_log(path: Path, head: str) -> bool:
 
 def head_lines(head: str) -> list[str]:
     """The complete lines of a sniff head (a head cut at 64 KiB ends mid-line)."""
-    lines = head.removeprefix("\ufeff").splitlines()
+    text = head.removeprefix("\ufeff")
+    if "][" in text:
+        text = _GLUED_RECORD.sub("]\n[", text)
+    lines = text.splitlines()
     if len(head.encode("utf-8", errors="replace")) >= HEAD_BYTES and lines:
         lines.pop()
     return lines
@@ -121,7 +127,20 @@ def read_text(path: Path) -> str:
 
 
 def line_frame(text: str) -> pl.DataFrame:
-    """One row per line: `line` (1-based, for messages) and `text` (without CR/LF)."""
+    """One row per line: `line` (1-based, for messages) and `text` (without CR/LF).
+
+    A bare carriage return ends a line too: a progress bar (tqdm, Keras) redraws itself
+    after `\r`, and a log captured to a file keeps every redraw on one physical line. Line
+    numbers then count those redraws (an editor shows fewer lines). A logger's record glued
+    to a bar that printed no newline (`12/1184 [00:21<1:09:10, 3.52s/it][2021-02-04
+    15:06:19,825] [INFO] ... OVERFLOW! ...`) is cut off onto a line of its own.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            text = text.replace("\r", "\n")
+    if "][" in text and _GLUED_RECORD.search(text):
+        text = _GLUED_RECORD.sub("]\n[", text)
     frame = pl.DataFrame({"text": [text]}, schema={"text": pl.Utf8}).select(
         pl.col("text").str.split("\n").explode().str.strip_chars_end("\r")
     )

@@ -11,14 +11,18 @@ them without a pattern written for the format:
    replaced by a slot. Lines that are the same text around their slots are one *template*
    (a train line, a validation line, a banner): a 5M-line log has a handful.
 3. Each template is read once, in Python: which slot is the step (`step N`, `iter N`,
-   `iteration N/M`, `[step=N/M]`, `s:N`, a bare leading `N/M` or `N`), which slots are
-   totals (`/M`) or annotations (`(+nanz)`), and the name of every other slot (the text
-   before it within its field, fields being cut at `|`, `,`, `;`, tabs, runs of blanks; the
-   unit after it when nothing precedes it).
+   `iteration N/M`, `[step=N/M]`, `s:N`, `completed step: N`, `num_updates=N`, `[batch=N/M]`,
+   a training progress bar's `n/N`, an epoch with the batch counter of that epoch, a bare
+   leading `N/M` or `N`), which slots are totals (`/M`) or annotations (`(+nanz)`), and the
+   name of every other slot (the text before it within its field, fields being cut at `|`,
+   `,`, `;`, tabs, runs of blanks; the unit after it when nothing precedes it).
 4. The values of all lines of accepted templates come out in one vectorised pass.
 
 Lines without a step that follow a record (OLMo's indented `    train/CrossEntropyLoss=2.998`,
-llm.c's `val loss 3.28`) take the step of the record before them. The reader says what it
+llm.c's `val loss 3.28`, the Hugging Face Trainer's `{'loss': 1.66, ...}` under its bar) take
+the step of the record before them. Per-epoch summary lines are kept apart (`epoch/<name>`),
+a run's closing summary too (`summary/<name>`), and loss-scaler overflow lines become an
+`overflow` count and events at the step they interrupted (docs/ingest.md). The reader says what it
 read (each metric with the line template it came from, how many lines it ignored, a sample
 of them) in its warnings, so that a user can check it.
 
@@ -70,7 +74,9 @@ _PREFIX = (
     r"|\s+[\w.$<>]+:\d+\s+-"  # log4j `Class$:295 -`
     r"|[\s:|\]\-]*\w*:[\w.]*:)?[\s:|\]\-]*"  # `INFO:root:`
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"  # glog (torchrun warnings)
-    r"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    # a timestamp, after an upper-case tag (NVIDIA DLLogger's `DLL 2020-05-29 11:31:45.76 - `)
+    r"|(?:[A-Z]{2,8}\s+)?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    r"(?:\s+-\s)?"
     # [rank0]:, [2024-05-01 12:00:00], [titan] ... but not [step=1/10] nor [Iteration 5]
     r"|\[(?:[^\]=sSiI][^\]=]*)?\]:?"
     r"|>\s"  # a Markdown quote of a pasted log
@@ -78,8 +84,41 @@ _PREFIX = (
     r"|rank\s*\d+\s*:"
     r"))+\s*"
 )
-# Keys that name the step counter, best first (litgpt prints `iter N step M`: M is the step).
-_STEP_KEYS = ("step", "global_step", "global step", "steps", "iteration", "iter", "it", "s", "i")
+# Keys that name the step counter, best first (litgpt prints `iter N step M`: M is the step;
+# fairseq prints `epoch 001:  450 / 1891 ... num_updates=445`: the update count is the step).
+_STEP_KEYS = (
+    "step",
+    "global_step",
+    "global step",
+    "num_updates",
+    "steps",
+    "iteration",
+    "iter",
+    "it",
+    "s",
+    "i",
+)
+# Step keys that name a global counter wherever they stand in the line (fairseq prints
+# num_updates after a dozen other fields); the others count only among the first slots.
+_LATE_STEP_KEYS = {"global_step", "global step", "num_updates"}
+# `completed step: 10` (MaxText), `Training Iteration: 1787` (NVIDIA DLLogger): a phrase whose
+# last word names the step, unless another word says it is a setting, not the counter.
+_PHRASE_STEP = {"step", "iteration"}
+_NOT_COUNTER = {
+    *("max", "total", "num", "warmup", "save", "log", "every", "per", "of"),
+    *("eval", "val", "valid", "validation", "test"),
+}
+# Words a tqdm bar's description may hold when it is the training loop's bar (Lightning
+# `Epoch 0:`, Hugging Face Trainer's bare bar); `Map:`, `Loading checkpoint shards:` and
+# validation bars count something else.
+_TRAIN_BAR_WORDS = {"epoch", "train", "training", "step", "steps", "iteration", "iterations"}
+# A loss scaler's overflow report, and the scale it sets (`... reducing to 4194304.0`).
+_OVERFLOW = r"(?i)\boverflow\b.*(?:skip|loss.?scal)"
+_NEW_SCALE = r"(?i).*\bto:?\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
+_COUNTER = re.compile(r"\x00\s*/\s*\x00")  # an `i / N` progress counter in a template
+_BAR = re.compile(r"%\|[^|\x00]*\|")  # tqdm's bar glyphs, which vary from line to line
+# `Epoch 2/10` alone on a line (Keras): the epoch of the records after it.
+_EPOCH_HEADER = re.compile(r"^\s*(?i:epoch)\s*\x00(?:\s*/\s*\x00)?\s*:?\s*$")
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-\s|=(?=\s)")
 _WORD = re.compile(r"[A-Za-z]")
@@ -91,6 +130,8 @@ _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 _SOURCE_FILE = re.compile(r"\.(?:py|pyx|cu|cuh|c|cc|cpp|cxx|h|hpp|rs|go|java|js|ts|sh)\Z")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
+_MAX_CONT_FIELDS = 12  # a step-less line with a loss and more fields than this is not a record
+_LOSSES = {"loss", "val_loss"}
 _MAX_TEMPLATES = 5000  # distinct templates examined at most (the most frequent first)
 _SAMPLES = 3
 
@@ -109,6 +150,8 @@ class Template:
     epoch_slot: int | None = None  # mmengine `[epoch][i/N]`: step = (epoch - 1) * N + i
     total_slot: int | None = None
     ordinal: bool = False  # no step counter at all: records numbered in file order
+    bar: bool = False  # the step is a training progress bar's counter (tqdm `n/N`)
+    per_epoch: bool = False  # a bare `n/N` counter, which may restart after `Epoch E` lines
 
     @property
     def is_record(self) -> bool:
@@ -172,16 +215,19 @@ def infer(text: str, count: int) -> Template:
         elif i and before == ":" and i + 1 < len(lits) - 1 and lits[i + 1] == ":":
             skip.update({i - 1, i, i + 1})  # a clock `2:46:39` (an ETA), not three values
     lowered = [b.lower().lstrip("[") for b in befores]
-    for key in _STEP_KEYS:
-        hits = [i for i in range(n) if lowered[i] == key and i not in skip]
-        if hits:
-            tpl.step_slot, tpl.keyed = hits[0], True
-            break
+    bar = _progress_bar(lits, skip)
+    _step_key(tpl, lowered, lits, skip)
+    if tpl.step_slot is None and bar is not None:
+        _bar_step(tpl, lits, lowered, bar)
+    if tpl.step_slot is None:
+        _epoch_counter(tpl, lits, lowered, skip)
     if tpl.step_slot is None and n and not lits[0].strip(" \t[") and 0 not in skip:
         tpl.step_slot = 0  # a bare leading `N` or `N/M`
+        if n > 1 and lits[1].strip() == "/":
+            tpl.per_epoch, tpl.total_slot = True, 1
     if tpl.step_slot is None:
         _epoch_iteration(tpl, lits, skip)
-    split_word = _split_of(lits)
+    split_word = _split_of(lits, befores)
     for i in range(n):
         if i == tpl.step_slot or i in skip:
             continue
@@ -200,16 +246,87 @@ def infer(text: str, count: int) -> Template:
         elif split_word and split_word not in key.lower() and "loss" in key.lower():
             key = f"{split_word} {key}"
         tpl.names[i] = key
+    late = tpl.bar or (tpl.step_slot is not None and lowered[tpl.step_slot] in _LATE_STEP_KEYS)
     if tpl.step_slot is not None and (
-        tpl.step_slot > _MAX_STEP_SLOT or len(tpl.names) > _MAX_FIELDS
+        (tpl.step_slot > _MAX_STEP_SLOT and not late) or len(tpl.names) > _MAX_FIELDS
     ):
-        tpl.step_slot, tpl.keyed = None, False  # a config dump or a table, not a record
+        tpl.step_slot, tpl.keyed, tpl.bar = None, False, False  # a config dump or a table
         tpl.names = {}
     if tpl.step_slot is None:
         keys = list(tpl.names.values())
         indented = lits[0][:1] in (" ", "\t") and len(keys) <= 3
-        tpl.cont = indented or (len(keys) == 1 and "loss" in keys[0].lower())
+        tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and any(map(_is_loss, keys)))
     return tpl
+
+
+def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]) -> None:
+    """The slot a key names as the step: `step N`, `num_updates=N`, `completed step: N`,
+    `[batch=N/M]` (Composer: a batch counter with its total)."""
+    n = len(lowered)
+    for key in _STEP_KEYS:
+        hits = [i for i in range(n) if lowered[i] == key and i not in skip]
+        if hits:
+            tpl.step_slot, tpl.keyed = hits[0], True
+            return
+    for i in range(n):
+        words = lowered[i].split()
+        phrase = 1 < len(words) <= 3 and words[-1] in _PHRASE_STEP
+        if i not in skip and phrase and not _NOT_COUNTER & set(words):
+            tpl.step_slot, tpl.keyed = i, True
+            return
+    for i in range(n - 1):
+        if lowered[i] == "batch" and lits[i + 1] == "/" and i not in skip:
+            tpl.step_slot, tpl.keyed = i, True
+            epochs = [j for j in range(i) if lowered[j] == "epoch" and j not in skip]
+            if epochs:  # `[epoch=2][batch=5/100]`: the batch counts within the epoch
+                tpl.epoch_slot, tpl.total_slot = epochs[-1], i + 1
+                skip.add(epochs[-1])
+            return
+
+
+def _progress_bar(lits: list[str], skip: set[int]) -> tuple[int, int] | None:
+    """A tqdm bar `desc: 12%|BAR| n/N [elapsed<left, rate, postfix]`: (percent slot, counter
+    slot). The percentage is not a metric; the counter may be the step (`_bar_step`)."""
+    for i in range(len(lits) - 3):
+        if lits[i + 1].startswith("%|") and lits[i + 2].strip() == "/":
+            skip.add(i)
+            return i, i + 1
+    return None
+
+
+def _bar_step(tpl: Template, lits: list[str], lowered: list[str], bar: tuple[int, int]) -> None:
+    """A training-loop bar's counter is the step: Hugging Face Trainer's bare bar counts
+    optimizer steps; Lightning's `Epoch E: ... n/N` counts batches within epoch E. Bars of
+    other work (`Map:`, `Loading checkpoint shards:`, validation) are not records."""
+    pct, counter = bar
+    desc = " ".join(lits[: pct + 1]).lower()
+    for key in lowered[:pct]:
+        desc = desc.replace(key, " ") if key and key != "epoch" else desc
+    words = set(re.findall(r"[a-z]+", desc))
+    if not words <= _TRAIN_BAR_WORDS:
+        return
+    tpl.step_slot, tpl.keyed, tpl.bar = counter, True, True
+    epochs = [j for j in range(pct) if lowered[j] == "epoch"]
+    if epochs:
+        tpl.epoch_slot, tpl.total_slot = epochs[-1], counter + 1
+
+
+def _epoch_counter(tpl: Template, lits: list[str], lowered: list[str], skip: set[int]) -> None:
+    """`epoch 010  2000 / 8223 loss=...` (fairseq before 0.6): an epoch number right before
+    a counter of the batches in that epoch."""
+    for i in range(len(lowered) - 2):
+        counter = lits[i + 2].strip() == "/" and not _WORD.search(lits[i + 1])
+        if lowered[i] == "epoch" and counter and i not in skip:
+            tpl.epoch_slot, tpl.step_slot, tpl.total_slot = i, i + 1, i + 2
+            tpl.keyed = True
+            skip.add(i)
+            return
+
+
+def _is_loss(key: str) -> bool:
+    """A key that names a loss itself (`val loss`, `valid_loss`, `train loss`), not a
+    setting about one (`auxiliary_loss_multiplier` in a config dump)."""
+    return alias_table().canonical(key) in _LOSSES or key.lower().strip() == "loss"
 
 
 def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
@@ -232,10 +349,15 @@ def _good_key(key: str) -> bool:
     return key.count("(") == key.count(")")
 
 
-def _split_of(lits: list[str]) -> str:
+def _split_of(lits: list[str], befores: list[str]) -> str:
     """`val`/`eval`/`test` when the template's literal text says it is an evaluation line
-    (a word outside its keys: `validation | loss 3.4`), so its loss never joins `loss`."""
-    words = re.findall(r"[A-Za-z]+", " ".join(lits[:1]).lower())
+    (a word outside its keys, before its loss: `validation | loss 3.4`, fairseq's
+    `epoch 001 | valid on 'valid' subset | loss 3.1`), so its loss never joins `loss`."""
+    upto = next((i for i, b in enumerate(befores) if "loss" in b.lower()), 0)
+    text = " ".join(lits[: upto + 1])
+    for key in befores[: upto + 1]:
+        text = text.replace(key, " ") if key and _good_key(key) else text
+    words = re.findall(r"[A-Za-z]+", text.lower())
     for w in words:
         if w in ("val", "valid", "validation"):
             return "val"
@@ -247,12 +369,13 @@ def _split_of(lits: list[str]) -> str:
 def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
     """line, text (prefix removed), tpl (numbers as slots, blank runs collapsed)."""
     body = pl.col("text").str.replace_all(_ANSI, "").str.replace(_PREFIX, "")
+    tpl = pl.col("body").str.replace_all(NUM, SLOT).str.replace_all(r"[ ]{2,}", "  ")
+    if lines["text"].str.contains("%|", literal=True).any():
+        tpl = tpl.str.replace_all(_BAR.pattern, "%|BAR|")  # one template for every bar fill
     return (
         lines.filter(pl.col("text").str.contains(r"\d|(?i:nan|inf)"))
         .with_columns(body.alias("body"))
-        .with_columns(
-            pl.col("body").str.replace_all(NUM, SLOT).str.replace_all(r"[ ]{2,}", "  ").alias("tpl")
-        )
+        .with_columns(tpl.alias("tpl"))
     )
 
 
@@ -303,6 +426,59 @@ def _number_in_order(found: dict[str, Template], notes: list[str]) -> bool:
     return True
 
 
+def _summaries(found: dict[str, Template], notes: list[str]) -> None:
+    """A step-less line that reports a runtime is a summary of the whole run (Hugging Face
+    Trainer's closing `{'train_runtime': ..., 'train_loss': 1.23, 'epoch': 3.0}`): its
+    metrics keep a `summary/` prefix, so that a run-average loss never joins `loss`."""
+    for t in found.values():
+        keys = [k.lower() for k in t.names.values()]
+        evaluation = any(re.search(r"\b(?:eval|val|valid|test)", k) for k in keys)
+        if t.step_slot is None and any("runtime" in k for k in keys) and not evaluation:
+            t.names = {i: f"summary/{k}" for i, k in t.names.items()}
+            notes.append(f"generic reader: '{t.shown()[:100]}' is a run summary (summary/...)")
+
+
+def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
+    """Per-epoch summary lines beside per-iteration lines (fairseq's `| epoch 027 | loss 6.3
+    | ... | num_updates 10198` after its `epoch 027:  450 / 1891 loss=...` lines): when the
+    most frequent kind of record giving the training loss counts its progress (`i / N`),
+    a kind with an `epoch` field, no such counter and at most a fifth as many lines
+    averages over the epoch; its metrics are stored as `epoch/<name>`."""
+    table = alias_table()
+    lossy = [
+        t
+        for t in found.values()
+        if (t.is_record or t.cont) and any(table.canonical(k) == "loss" for k in t.names.values())
+    ]
+    if len(lossy) < 2:
+        return
+    main = max(lossy, key=lambda t: (t.is_record, t.lines))
+    if not _COUNTER.search(main.text):
+        return
+    for t in lossy:
+        keys = {k.lower() for k in t.names.values()}
+        if "epoch" in keys and t.lines * 5 <= main.lines and not _COUNTER.search(t.text):
+            t.names = {i: k if k.lower() == "epoch" else f"epoch/{k}" for i, k in t.names.items()}
+            notes.append(
+                f"generic reader: {t.lines} lines like '{t.shown()[:100]}' summarise an epoch: "
+                "stored as epoch/<name>, apart from the per-iteration values"
+            )
+
+
+def _attach_to_bars(found: dict[str, Template], notes: list[str]) -> None:
+    """A training progress bar gives the step, and lines without a step printed under it
+    belong to that step (Hugging Face Trainer writes its `{'loss': 1.66, ...}` dict right
+    after the bar reached the optimizer step it logs)."""
+    attached = [t for t in found.values() if t.step_slot is None and t.names]
+    for t in attached:
+        t.cont = True
+    if attached:
+        notes.append(
+            f"generic reader: {sum(t.lines for t in attached)} lines without a step take the "
+            "step of the progress bar printed before them"
+        )
+
+
 def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]:
     steps = pl.DataFrame(
         {
@@ -312,6 +488,7 @@ def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]
             "total_slot": [t.total_slot for t in found.values()],
             "ordinal": [t.ordinal for t in found.values()],
             "cont": [t.cont and not t.is_record for t in found.values()],
+            "per_epoch": [t.per_epoch for t in found.values()],
         },
         schema={
             "tpl": pl.Utf8,
@@ -320,6 +497,7 @@ def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]
             "total_slot": pl.Int64,
             "ordinal": pl.Boolean,
             "cont": pl.Boolean,
+            "per_epoch": pl.Boolean,
         },
     )
     rows = [(k, i, n) for k, t in found.items() for i, n in t.names.items()]
@@ -335,11 +513,19 @@ def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]
 
 
 def extract(
-    lines: pl.DataFrame, notes: list[str], *, with_time: bool = True
+    lines: pl.DataFrame,
+    notes: list[str],
+    *,
+    with_time: bool = True,
+    events: list[pl.DataFrame] | None = None,
 ) -> tuple[pl.DataFrame, dict[str, Template], int]:
     """Long rows (line, step, raw_name, value, wall_time) of every record line, the
-    templates used, and how many non-blank lines were left unread."""
+    templates used, and how many non-blank lines were left unread; loss-scaler overflow
+    lines are appended to `events` (step, kind, detail) when it is given."""
     prepared = _prepared(lines)
+    overflows = prepared.filter(pl.col("text").str.contains(_OVERFLOW))
+    if overflows.height:
+        prepared = prepared.filter(~pl.col("line").is_in(overflows["line"].implode()))
     found = templates(prepared, notes)
     empty = pl.DataFrame(
         schema={
@@ -350,27 +536,20 @@ def extract(
             "wall_time": pl.Float64,
         }
     )
-    if not any(t.is_record for t in found.values()) and not _number_in_order(found, notes):
+    _summaries(found, notes)
+    _epoch_summaries(found, notes)
+    if any(t.bar and t.is_record for t in found.values()):
+        _attach_to_bars(found, notes)
+    elif not any(t.is_record for t in found.values()) and not _number_in_order(found, notes):
         return empty, {}, 0
     found = {k: t for k, t in found.items() if t.is_record or t.cont}
     step_tbl, name_tbl = _slot_table(found)
     hit = prepared.join(step_tbl, on="tpl", how="inner", maintain_order="left").with_columns(
         pl.col("body").str.extract_all(NUM).alias("nums")
     )
-    slot = pl.col("step_slot")
-    num = pl.col("nums").list.get
-    step = num(slot, null_on_oob=True).cast(pl.Int64, strict=False)
-    epoch = num(pl.col("epoch_slot"), null_on_oob=True).cast(pl.Int64, strict=False)
-    total = num(pl.col("total_slot"), null_on_oob=True).cast(pl.Int64, strict=False)
-    hit = hit.with_columns(
-        pl.when(pl.col("ordinal"))
-        .then(pl.col("ordinal").cast(pl.Int64).cum_sum())
-        .when(pl.col("epoch_slot").is_not_null())
-        .then((epoch - 1) * total + step)
-        .when(slot.is_not_null())
-        .then(step)
-        .alias("step")
-    )
+    hit = _steps(hit, _epoch_headers(prepared, found, notes), notes)
+    if any(t.bar for t in found.values()):
+        hit = _training_bar_only(hit, [k for k, t in found.items() if t.bar], notes)
     # records whose step slot is not an integer (a decimal where a step was): not records
     bad_step = hit.filter(~pl.col("cont") & pl.col("step").is_null())
     hit = hit.filter(pl.col("cont") | pl.col("step").is_not_null())
@@ -397,11 +576,156 @@ def extract(
     rows = rows.sort(["line", "slot"])
     used = set(rows["tpl"].unique().to_list())
     found = {k: t for k, t in found.items() if k in used}
+    out = rows.select(empty.columns)
+    if overflows.height:
+        records = hit.filter(~pl.col("cont")).select("line", "step")
+        out = _overflow_rows(overflows, records, out, notes, events)
     nonblank = lines.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0).height
-    ignored = nonblank - rows["line"].n_unique()
+    ignored = nonblank - pl.concat([out["line"], overflows["line"]]).n_unique()
     if bad_step.height:
         notes.append(f"{bad_step.height} lines whose step field is not an integer: ignored")
-    return rows.select(empty.columns), found, ignored
+    return out, found, ignored
+
+
+def _overflow_rows(
+    overflows: pl.DataFrame,
+    records: pl.DataFrame,
+    rows: pl.DataFrame,
+    notes: list[str],
+    events: list[pl.DataFrame] | None,
+) -> pl.DataFrame:
+    """Loss-scaler overflow lines (fairseq `overflow detected, setting loss scale to: 0.06`,
+    DeepSpeed `OVERFLOW! ... Skipping step. Attempted loss scale: 8, reducing to 4`, apex
+    `Gradient overflow.  Skipping step, ... reducing loss scale to 32768.0`): printed while
+    a step runs, so they belong to the next record's step (the step after the last record
+    when none follows). Each step gets `overflow` = how many, and `loss_scale` = the scale
+    the last one set where no record prints the loss scale at that step; each line is an
+    event."""
+    if records.height == 0:
+        return rows
+    last = int(records["step"].max())  # type: ignore[arg-type]
+    hit = (
+        overflows.select(
+            "line",
+            pl.col("text").str.extract(r"(?i)(\S*overflow.*?)\s*$", 1).alias("detail"),
+            pl.col("text").str.extract(_NEW_SCALE, 1).cast(pl.Float64, strict=False).alias("scale"),
+        )
+        .join_asof(records.sort("line"), on="line", strategy="forward")
+        .with_columns(pl.col("step").fill_null(last + 1))
+    )
+    if events is not None:
+        events.append(hit.select("step", pl.lit("overflow").alias("kind"), "detail"))
+    per_step = hit.group_by("step", maintain_order=True).agg(
+        pl.col("line").last(), pl.len().cast(pl.Float64).alias("count"), pl.col("scale").last()
+    )
+    table = alias_table()
+    scaled = {n for n in rows["raw_name"].unique().to_list() if table.canonical(n) == "loss_scale"}
+    printed = rows.filter(pl.col("raw_name").is_in(list(scaled)))["step"].unique()
+    none = pl.lit(None, pl.Float64).alias("wall_time")
+    counts = per_step.select(
+        "line", "step", pl.lit("overflow").alias("raw_name"), pl.col("count").alias("value"), none
+    )
+    scales = per_step.filter(
+        pl.col("scale").is_not_null() & ~pl.col("step").is_in(printed.implode())
+    ).select("line", "step", pl.lit("loss_scale").alias("raw_name"), pl.col("scale"), none)
+    notes.append(
+        f"generic reader: {hit.height} loss-scaler overflow lines, counted as `overflow` at "
+        "the step of the record after them (events of kind 'overflow')"
+    )
+    scales = scales.rename({"scale": "value"})
+    return pl.concat([rows, counts, scales]).sort("line", maintain_order=True)
+
+
+def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) -> pl.DataFrame:
+    """The `step` of every record line: its step slot; with an epoch, the counter within the
+    epoch added to the batches of the epochs before (`Epoch [E][i/N]`, `Epoch E: .. i/N`,
+    `[epoch=E][batch=i/N]`, or `i/N` after an `Epoch E/M` line); in file order for logs
+    without a counter. Epochs count from 0 when a 0 is printed, else from 1."""
+    slot = pl.col("step_slot")
+    num = pl.col("nums").list.get
+    step = num(slot, null_on_oob=True).cast(pl.Int64, strict=False)
+    if headers is None and hit["epoch_slot"].is_null().all():  # most logs: the step as printed
+        ordinal = pl.col("ordinal").cast(pl.Int64).cum_sum()
+        return hit.with_columns(
+            pl.when(pl.col("ordinal")).then(ordinal).otherwise(step).alias("step")
+        )
+    hit = hit.with_columns(
+        step.alias("_step"),
+        num(pl.col("epoch_slot"), null_on_oob=True).cast(pl.Int64, strict=False).alias("_epoch"),
+        num(pl.col("total_slot"), null_on_oob=True).cast(pl.Int64, strict=False).alias("_total"),
+    )
+    if headers is not None:
+        hit = hit.join_asof(headers, on="line", strategy="backward")
+        hit = hit.with_columns(
+            pl.when(pl.col("per_epoch") & pl.col("_header").is_not_null())
+            .then(pl.col("_header"))
+            .otherwise(pl.col("_epoch"))
+            .alias("_epoch")
+        ).drop("_header")
+    epoch, total = pl.col("_epoch"), pl.col("_total")
+    base = pl.min_horizontal(epoch.min().over("tpl"), pl.lit(1))
+    return hit.with_columns(
+        pl.when(pl.col("ordinal"))
+        .then(pl.col("ordinal").cast(pl.Int64).cum_sum())
+        .when(epoch.is_not_null() & total.is_not_null())
+        .then((epoch - base) * total + pl.col("_step"))
+        .when(slot.is_not_null())
+        .then(pl.col("_step"))
+        .alias("step")
+    ).drop("_step", "_epoch", "_total")
+
+
+def _training_bar_only(hit: pl.DataFrame, bars: list[str], notes: list[str]) -> pl.DataFrame:
+    """Bars without a description count other loops too: the Hugging Face Trainer draws its
+    evaluation bar (`100%|...| 25/25`) like its training bar (`...| 320/2724`). The bar with
+    the largest total is the training loop's; the others' lines are not records (so that an
+    eval dict printed under the eval bar takes the training step before it)."""
+    total = (
+        pl.col("nums")
+        .list.get(pl.col("step_slot") + 1, null_on_oob=True)
+        .cast(pl.Int64, strict=False)
+    )
+    is_bar = pl.col("tpl").is_in(bars)
+    totals = hit.filter(is_bar).select(total.alias("t"))["t"].drop_nulls()
+    if totals.n_unique() <= 1:
+        return hit
+    main = int(totals.max())  # type: ignore[arg-type]
+    other = is_bar & (total != main)
+    notes.append(
+        f"generic reader: {hit.filter(other).height} progress-bar lines counting to another "
+        f"total than the training bar's {main} (an evaluation loop) give no step"
+    )
+    return hit.filter(~other)
+
+
+def _epoch_headers(
+    prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]
+) -> pl.DataFrame | None:
+    """`Epoch E/M` lines (Keras) before records counted `i/N` that restart every epoch:
+    (line, _header = E). None when the log has no such lines or its counters never restart
+    (a global `i/N` counter stays as printed)."""
+    counted = [k for k, t in found.items() if t.per_epoch and t.is_record]
+    if not counted:
+        return None
+    heads = prepared.filter(pl.col("tpl").str.contains(_EPOCH_HEADER.pattern)).select(
+        "line", pl.col("body").str.extract(r"(\d+)", 1).cast(pl.Int64).alias("_header")
+    )
+    if heads.height == 0:
+        return None
+    firsts = (
+        prepared.filter(pl.col("tpl").is_in(counted))
+        .select("tpl", pl.col("body").str.extract(r"(\d+)", 1).cast(pl.Int64).alias("n"))
+        .with_columns((pl.col("n").diff().over("tpl") <= 0).alias("back"))
+    )
+    if not firsts["back"].any():
+        return None
+    for k in counted:
+        found[k].per_epoch = True
+    notes.append(
+        f"generic reader: `i/N` counters restart after {heads.height} `Epoch E` lines: the step "
+        "is the batch counted over epochs ((E - first epoch) * N + i)"
+    )
+    return heads
 
 
 def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
@@ -447,9 +771,14 @@ def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFram
 
 
 def describe(
-    found: dict[str, Template], ignored: int, lines: pl.DataFrame, used: set[int]
+    found: dict[str, Template],
+    ignored: int,
+    lines: pl.DataFrame,
+    used: set[int],
+    redraws: int = 0,
 ) -> list[str]:
-    """What was read, for the user to check: metric <- template, lines ignored, a sample."""
+    """What was read, for the user to check: metric <- template, lines ignored (and how many
+    lines came from carriage-return redraws of a progress display), a sample."""
     out = []
     for tpl in sorted(found.values(), key=lambda t: -t.lines):
         metrics = ", ".join(tpl.names.values())
@@ -461,8 +790,9 @@ def describe(
             & (pl.col("text").str.strip_chars().str.len_bytes() > 0)
         ).head(_SAMPLES)
         sample = " / ".join(f"{r[0]}: '{r[1].strip()[:80]}'" for r in rest.iter_rows())
+        cr = f"; the log has {redraws} carriage-return redraws, each a line" if redraws else ""
         out.append(
-            f"generic reader: {ignored} lines ignored (no step and metric found), e.g. {sample}"
+            f"generic reader: {ignored} lines ignored (no step and metric found{cr}), e.g. {sample}"
         )
     return out
 
@@ -470,15 +800,24 @@ def describe(
 def read_generic(path: Path, text: str) -> ReadResult:
     lines = line_frame(text)
     notes: list[str] = []
-    rows, found, ignored = extract(lines, notes)
+    events: list[pl.DataFrame] = []
+    rows, found, ignored = extract(lines, notes, events=events)
     if rows.height == 0:
         raise InputError(
             path,
             "no line with a step counter and a named number",
             expected="lines like 'step 10 | loss 2.31' or 'iter 10: loss=2.31'",
         )
-    notes = describe(found, ignored, lines, set(rows["line"].to_list())) + notes
-    return ReadResult(metrics=rows.select("step", "raw_name", "value", "wall_time"), warnings=notes)
+    used = set(rows["line"].to_list())
+    if events:
+        used |= set(lines.filter(pl.col("text").str.contains(_OVERFLOW))["line"].to_list())
+    redraws = text.count("\r") - text.count("\r\n") if "\r" in text else 0
+    notes = describe(found, ignored, lines, used, redraws) + notes
+    return ReadResult(
+        metrics=rows.select("step", "raw_name", "value", "wall_time"),
+        warnings=notes,
+        events=pl.concat(events) if events else None,
+    )
 
 
 def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
@@ -495,7 +834,10 @@ def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
 class GenericTextReader(Reader):
     name = "generic_text"
     structured = False  # numbers parsed back from printed text
-    description = "any line-oriented log with a step counter and named numbers (inferred)"
+    description = (
+        "any line-oriented log with a step counter and named numbers (inferred): fairseq, "
+        "MaxText, Composer, Keras, TF, tqdm bars"
+    )
     priority = 95  # after every named format and the named line patterns
 
     def sniff(self, path: Path, head: str) -> bool:

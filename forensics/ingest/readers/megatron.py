@@ -42,7 +42,9 @@ _VAL = (
     r"^(?P<prefix>.*?)\b(?:validation|valid) loss at iteration\s+(?P<step>\d+)(?P<where>[^|]*)"
     r"\|(?P<rest>.*)$"
 )
-_OVERFLOW = r"(?i:overflow!.*skipping step)"
+# DeepSpeed ZeRO `OVERFLOW! Rank 0 Skipping step`, its fused optimizer's `[Rank 0] Overflow
+# detected. Skipping step` (GPT-NeoX logs), apex `Gradient overflow.  Skipping step`.
+_OVERFLOW = r"(?i:overflow(?:!| detected\.|\.).*skipping step)"
 _SNIFF = re.compile(
     r"\biteration:?\s+\d+\s*/\s*\d+\s*\|[^|\n]*(?::|\b(?:lm loss|learning rate)\s)|"
     r"-{8,} arguments -{8,}|"
@@ -307,7 +309,8 @@ def _overflows(
     after it (the one in progress when the log ends).
     """
     found = lines.filter(pl.col("text").str.contains(_OVERFLOW)).select(
-        "line", pl.col("text").str.extract(r"(?i)(overflow!.*?)\s*$", 1).alias("detail")
+        "line",
+        pl.col("text").str.extract(r"(?i)((?:gradient )?overflow.*?)\s*$", 1).alias("detail"),
     )
     steps = records.filter(pl.col("kind") == "train").select("line", "step", "wall_time")
     if found.height == 0 or steps.height == 0:

@@ -211,8 +211,13 @@ def _last_per_step(long: pl.DataFrame, pat: LinePattern, warnings: list[str]) ->
     if dropped:
         warnings.append(
             f"{pat.name}: {lines_before} lines for {kept['step'].n_unique()} optimizer steps "
-            f"(micro-iterations); kept the last line of each step ({dropped} earlier ones "
-            "dropped; the micro-iteration counter is the `iter` metric)"
+            f"(micro-iterations or redraws); kept the last line of each step ({dropped} "
+            "earlier ones dropped"
+            + (
+                "; the micro-iteration counter is the `iter` metric)"
+                if "iter" in pat.metrics
+                else ")"
+            )
         )
     return kept
 
@@ -265,12 +270,17 @@ def _micro_per_step(long: pl.DataFrame, pat: LinePattern, warnings: list[str]) -
 
 
 def parse_lines(
-    lines: pl.DataFrame, patterns: list[LinePattern], path: Path, warnings: list[str]
+    lines: pl.DataFrame,
+    patterns: list[LinePattern],
+    path: Path,
+    warnings: list[str],
+    claimed: list[pl.Series] | None = None,
 ) -> pl.DataFrame:
     """Long rows (line, step, raw_name, value, raw) from every line some pattern claims.
 
     A line goes to the first pattern that matches it; rows keep file order, which the
-    pipeline relies on to spot restarts (a step that goes backwards).
+    pipeline relies on to spot restarts (a step that goes backwards). `claimed` collects
+    the numbers of the lines patterns matched, including those a per-step rule dropped.
     """
     remaining = lines.filter(pl.col("text").str.len_bytes() > 0)
     parts: list[pl.DataFrame] = []
@@ -278,6 +288,8 @@ def parse_lines(
         hits = _match(remaining, pat)
         if hits.height == 0:
             continue
+        if claimed is not None:
+            claimed.append(hits["line"])
         remaining = remaining.filter(~pl.col("line").is_in(hits["line"].implode()))
         long = _long(hits, pat, path)
         if pat.per_step == "last":
@@ -327,7 +339,7 @@ def _drop_cut_tail(
 class TextLogReader(Reader):
     name = "textlog"
     structured = False  # numbers parsed back from printed text
-    description = "plain-text logs via named line patterns (nanoGPT, modded-nanogpt, llm.c, litgpt)"
+    description = "named line patterns (nanoGPT, modded-nanogpt, llm.c, litgpt, torchtune)"
     # Generic: sniffed after every structured format.
     priority = 90
 
@@ -344,7 +356,8 @@ class TextLogReader(Reader):
         text = read_text(path)
         lines = line_frame(text)
         warnings: list[str] = []
-        rows = parse_lines(lines, patterns, path, warnings)
+        claimed: list[pl.Series] = []
+        rows = parse_lines(lines, patterns, path, warnings, claimed)
         if rows.height == 0:
             shown = "; ".join(f"'{p.example}'" for p in patterns[:3] if p.example)
             raise InputError(
@@ -354,7 +367,7 @@ class TextLogReader(Reader):
             )
         rows = _drop_cut_tail(text, lines, rows, warnings)
         metrics = rows.select("step", "raw_name", "value")  # no timestamps in these styles
-        extra = _unclaimed_loss_lines(lines, rows, warnings)
+        extra = _unclaimed_loss_lines(lines, rows, pl.concat(claimed), warnings)
         if extra.height:
             metrics = pl.concat([rows.select("line", "step", "raw_name", "value"), extra])
             metrics = metrics.sort("line", maintain_order=True).drop("line")
@@ -362,7 +375,7 @@ class TextLogReader(Reader):
 
 
 def _unclaimed_loss_lines(
-    lines: pl.DataFrame, rows: pl.DataFrame, warnings: list[str]
+    lines: pl.DataFrame, rows: pl.DataFrame, claimed: pl.Series, warnings: list[str]
 ) -> pl.DataFrame:
     """Losses on lines no named pattern claimed, read by the generic reader (a log whose
     newer lines changed style: parameter-golf's `1/20000 train_loss: 8.32` beside
@@ -370,7 +383,7 @@ def _unclaimed_loss_lines(
     and only metrics the named patterns did not already give."""
     from forensics.ingest.readers import generic
 
-    rest = lines.filter(~pl.col("line").is_in(rows["line"].implode()))
+    rest = lines.filter(~pl.col("line").is_in(claimed.implode()))
     found_rows, found, _ = generic.extract(rest, [], with_time=False)
     if found_rows.height == 0:
         return found_rows.select("line", "step", "raw_name", "value")
