@@ -142,4 +142,4 @@ def _finding(z: float, tail: NoiseTail) -> Evidence:
             f"{z:.0f} noise scales above the trend, beyond this run's own tail ({fit}): its "
             f"variation puts a point this high in a run this long with chance {chance:.1g}"
         )
-    return Evidence("noise_tail", round(chance, 4), note)
+    return Evidence("noise_tail", float(f"{chance:.3g}"), note)
