@@ -135,7 +135,7 @@ def _finding(z: float, tail: NoiseTail) -> Evidence:
             f"expects {expected:.2g} points this high over its {tail.run_points} screened "
             f"points (chance of at least one {chance:.0%}). With no gradient norm logged at "
             "this step the log cannot tell a hard batch from that heavy-tailed batch-to-batch "
-            "variation; the gradient norm logged every step would"
+            "variation (the gradient norm logged every step would)"
         )
     else:
         note = (
