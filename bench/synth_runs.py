@@ -545,9 +545,12 @@ def _inject(d: Draft, cause: str, s0: int, logged: set[str], beta2_known: bool) 
 def _repeat_corruption(d: Draft, logged: set[str]) -> None:
     """A bad shard: more corrupted batches later in the run; all of them call for data_swap."""
     taken = [t.onset for t in d.truth]
-    for _ in range(int(d.rng.integers(1, 3))):
+    lo, hi = max(400, 0.08 * d.n), d.end - 1200
+    # a run that ends (or diverges) within 1200 steps of where a shard could start has no
+    # room for one: no repeat (drawing from an empty range raised for such seeds)
+    for _ in range(int(d.rng.integers(1, 3)) if hi >= lo else 0):
         for _ in range(50):
-            s = int(d.rng.uniform(max(400, 0.08 * d.n), d.end - 1200))
+            s = int(d.rng.uniform(lo, hi))
             if all(abs(s - o) > 1500 for o in taken) and abs(s - d.warmup) > 300:
                 d.truth.append(data_corruption(d, s, logged))
                 taken.append(s)

@@ -24,6 +24,7 @@ from forensics.detect.screen import (
     metric_spikes,
     screen_series,
 )
+from forensics.detect.tails import tail_evidence
 from forensics.detect.typing import DIVERGENT, RECOVERABLE, Trend, fit_trend, type_shape
 
 
@@ -396,6 +397,7 @@ def detect_data(
     )
     for inc in incidents:
         inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
+    tail_evidence(sc, incidents, [i for i in incidents if _lone_jump(i)], data)
     nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
     nm = sorted(nm + [_quiet_near_miss(i, data, sc.log_space) for i in quiet], key=lambda m: m.step)
     det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
