@@ -49,6 +49,10 @@ TRIGGERS = ("rare_tokens", "data_corruption", "fp16_overflow", "hardware_fault")
 AMPLIFIERS = ("stale_beta2", "lr_too_high")
 PREVENTS = 0.5  # an amplifier is stated when its fix removes at least half of the damage
 TRIGGER, AMPLIFIER, SOLE = "trigger", "amplifier", "cause"
+FIX_MEASURE = (
+    "loss above the run without the trigger on ordinary batches (beta2 = 0.95 alone, "
+    "restarted from step {})"
+)
 
 
 def combine(verdicts: list[str]) -> str:
@@ -106,6 +110,10 @@ def share(probe: str, numbers: dict[str, Any]) -> tuple[float | None, str]:
     - hardware: 1 - the share of the logged spike a faithful replay (no fault) reproduces.
     Other probes (data_corruption, overflow) decide on a signature, not a counterfactual:
     no share (None)."""
+    if probe == "stale_beta2" and "fix_share_removed" in numbers:  # the fix, as defined
+        return _clip(_num(numbers["fix_share_removed"])), FIX_MEASURE.format(
+            numbers.get("fix_checkpoint_step")
+        )
     plain = _num(numbers.get("kept_plain"))
     if probe == "stale_beta2" and plain is not None:  # the fix alone, not the reset
         return _clip(1.0 - plain), "added loss on ordinary batches (beta2 = 0.95 alone)"

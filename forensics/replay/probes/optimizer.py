@@ -40,6 +40,7 @@ from typing import Any
 
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.counterfactual import Window, measure, rerun
+from forensics.replay.probes.fix_share import measure_fix
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
 from forensics.replay.state import StateUnavailable
 
@@ -72,11 +73,21 @@ def stale_beta2(s: Session) -> ReplayResult:
 
 
 def _plain_fix(s: Session, res: ReplayResult) -> None:
-    """The engineer's fix, beta2 = 0.95 alone (no reset), on the same window: the reset
-    confirms the mechanism (a stale v), but overstates what the fix removes (51-100% where
-    beta2 = 0.95 alone removed 26-44% on fresh stale_beta2 draws). Its share, `kept_plain`,
-    decides whether beta2 is the amplifier to state (verdicts.choose)."""
+    """The engineer's fix, beta2 = 0.95 alone (no reset): the reset confirms the mechanism (a
+    stale v) but overstates what the fix removes. Its share of the damage decides whether
+    beta2 is the amplifier to state (verdicts.share, verdicts.choose).
+
+    With the bundled trainer it is measured as the share is defined (probes/fix_share.py):
+    restarted from a checkpoint before the incident, against the run without the trigger
+    (`fix_share_removed`). Through a run's own trainer (HF, nanoGPT), which cannot skip a
+    batch, the window is re-run from its start (their checkpoint) and the share is that of
+    the loss the updates added above the noise (`kept_plain`)."""
     try:
+        fix = measure_fix(s, {"beta2": COUNTERFACTUAL_BETA2})
+        if fix is not None:
+            res.numbers |= fix.numbers()
+            res.detail += "; " + fix.sentence()
+            return
         cf = _rerun(s, {"beta2": COUNTERFACTUAL_BETA2}, reset=False)
     except StateUnavailable:
         return
