@@ -51,7 +51,7 @@ def test_share_is_one_minus_the_fixed_damage_over_the_damage() -> None:
     n = w.numbers()
     assert n["fix_share_removed"] == pytest.approx(0.7) and n["fix_damage_step"] == 38
     assert share("stale_beta2", json.loads(json.dumps(n)))[0] == pytest.approx(0.7)
-    assert "restarted from step 10" in share("stale_beta2", n)[1]
+    assert share("stale_beta2", n)[1].endswith("(1 at step 38; with beta2 = 0.95 alone from the checkpoint of step 10: 0.3)")
     assert "removes 70% of the damage" in w.sentence() and "batches 35-37 skipped" in w.sentence()
 
 
