@@ -137,15 +137,15 @@ def share(probe: str, numbers: dict[str, Any]) -> tuple[float | None, str]:
 def fix_measure(numbers: dict[str, Any]) -> str:
     """What stale_beta2's fix share is a share of, with the two damages it compares
     (probes/fix_share.py), e.g. "largest loss above the run without the trigger on the
-    ordinary batches (1.38 at step 168; with beta2 = 0.95 alone from the checkpoint of step
-    140: 0.552)"."""
+    ordinary batches, 1.38 at step 168, 0.552 with beta2 = 0.95 alone from the checkpoint of
+    step 140"."""
     hurt, left = _num(numbers.get("fix_damage")), _num(numbers.get("fix_damage_fixed"))
     what = "largest loss above the run without the trigger on the ordinary batches"
     if hurt is None or left is None:
         return what
     return (
-        f"{what} ({hurt:.3g} at step {numbers.get('fix_damage_step')}; with beta2 = 0.95 alone "
-        f"from the checkpoint of step {numbers.get('fix_checkpoint_step')}: {left:.3g})"
+        f"{what}, {hurt:.3g} at step {numbers.get('fix_damage_step')}, {left:.3g} with beta2 = "
+        f"0.95 alone from the checkpoint of step {numbers.get('fix_checkpoint_step')}"
     )
 
 
