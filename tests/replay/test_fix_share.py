@@ -82,10 +82,12 @@ def _session(checkpoints: list[int], onset: int, restored: int) -> Any:
 
 
 def test_the_fix_restarts_where_beta2_0_95_has_settled() -> None:
-    """20 steps (1 / (1 - 0.95)) before the incident when the run has such a checkpoint: a
-    restart two steps before the trigger measures the beta2 switch's transient."""
+    """20 steps (1 / (1 - 0.95)) before the incident when the run has such a checkpoint no
+    more than 80 steps back: a restart two steps before the trigger measures the beta2
+    switch's transient."""
     assert fix_checkpoint(_session([30, 60, 132, 150], 152, 150)).step == 132
-    assert fix_checkpoint(_session([30, 60, 150], 152, 150)).step == 60
+    assert fix_checkpoint(_session([30, 60, 150], 152, 150)).step == 150  # 60: 92 steps back
+    assert fix_checkpoint(_session([30, 90, 150], 152, 150)).step == 90
     assert fix_checkpoint(_session([140, 150], 152, 150)).step == 150  # none 20 steps back
 
 

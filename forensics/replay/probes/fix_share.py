@@ -24,7 +24,9 @@ docs/definitions.md). It is not measured (None) when the original's damage is wi
 noise allowance (the trigger leaves no echo to remove) or no ordinary batch follows it.
 
 Checkpoint choice: the latest checkpoint at least SETTLE = 1 / (1 - 0.95) = 20 steps before
-the first step of the incident, when the run has one, else the one the runner restored. A
+the first step of the incident, when the run has one no more than MAX_BACK = 4 x SETTLE steps
+before it (an older one would cost three long re-runs, and the fixed run's own trajectory
+would drift from the original's before the trigger comes), else the one the runner restored. A
 run restarted with beta2 = 0.95 keeps the old run's second moment, an average over ~1000
 steps whose bias correction jumps at once from 1 - 0.999**t to 1 - 0.95**t; it takes about
 1 / (1 - 0.95) steps for v to become the fixed run's own average. A restart two steps before
@@ -47,6 +49,7 @@ from forensics.sim.model import GPT
 
 FIX_BETA2 = 0.95
 SETTLE = round(1.0 / (1.0 - FIX_BETA2))  # steps for beta2 = 0.95's v to forget the old one
+MAX_BACK = 4 * SETTLE  # no settled checkpoint further back than this: the restored one
 
 
 @dataclass
@@ -154,10 +157,11 @@ def _span(steps: list[int]) -> str:
 
 def fix_checkpoint(s: Session) -> Checkpoint | None:
     """The checkpoint the fix restarts from (module doc): the latest usable one at least
-    SETTLE steps before the incident's first step, else the one the runner restored."""
+    SETTLE (and at most MAX_BACK) steps before the incident's first step, else the one the
+    runner restored."""
     first = min(s.plan.incident.onset, s.plan.offending)
     usable = [c for c in s.data.checkpoints if c.has_optimizer and c.reference_model]
-    settled = [c for c in usable if c.step <= first - SETTLE]
+    settled = [c for c in usable if first - MAX_BACK <= c.step <= first - SETTLE]
     if settled:
         return max(settled, key=lambda c: c.step)
     restored = [c for c in usable if c.step == s.checkpoint_step]
