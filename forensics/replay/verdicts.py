@@ -20,11 +20,13 @@ it and none refuted it, refuted in the mirror case, else inconclusive). Then:
   *amplifier* is an optimizer setting whose counterfactual, re-run on the same batches
   trigger included, removes the damage (stale beta2, LR too high). When both are confirmed
   the stated cause is the amplifier with the largest share removed when that share is at
-  least half (PREVENTS) -- its fix prevents the incident, while the trigger batch will come
-  again in any real data -- else the trigger (the fix would not prevent it); at the confidence of
-  the stronger of the two (replay confirmed the mechanism as a pair); the trigger is kept in
-  `contributions` and named in the `replay.roles` evidence entry. A confirmed cause with no
-  partner is stored with role `cause`.
+  least half (PREVENTS; stale_beta2's share is that of beta2 = 0.95 alone restarted from a
+  checkpoint, against the run without the trigger: share()) -- its fix prevents the
+  incident, while the trigger batch will come again in any real data -- else the trigger (the
+  fix would not prevent it); at the confidence of the stronger of the two (replay confirmed
+  the mechanism as a pair); the trigger is kept in `contributions` and named in the
+  `replay.roles` evidence entry. A confirmed cause with no partner is stored with role
+  `cause`.
 
 The confidences before replay are kept in the evidence (`replay_prior_*`), so applying the
 verdicts again (a second `forensics replay`) starts from the detector's numbers, not from the
@@ -97,15 +99,23 @@ def _clip(x: float | None) -> float | None:
 def share(probe: str, numbers: dict[str, Any]) -> tuple[float | None, str]:
     """The share of the damage a probe's counterfactual removes, and what it is a share of.
 
-    - stale_beta2 / lr_too_high: 1 - kept, the share of the loss the updates added on
-      ordinary batches (above the noise) that the re-run with beta2 = 0.95 / the halved LR
-      no longer adds (probes/counterfactual.py);
+    - stale_beta2, as the share is defined (probes/fix_share.py): restarted from a
+      checkpoint before the incident with beta2 = 0.95 alone (no reset), the share of the
+      damage (the largest loss above the run with the trigger's updates skipped, on the
+      ordinary batches after it) that the fix no longer does: `fix_share_removed`. Through a
+      run's own trainer (no batch skipping), 1 - kept_plain, the same as lr_too_high's but
+      for beta2 = 0.95 alone;
+    - lr_too_high: 1 - kept, the share of the loss the updates added on ordinary batches
+      (above the noise) that the re-run with the halved LR no longer adds
+      (probes/counterfactual.py);
     - rare_tokens: the offending batch's own loss excess over the controls on the pre-spike
       state, as a share of the logged spike at that step: what removing the batch removes
       at the step it hits (it does not count the echoes of the update it causes);
     - hardware: 1 - the share of the logged spike a faithful replay (no fault) reproduces.
     Other probes (data_corruption, overflow) decide on a signature, not a counterfactual:
     no share (None)."""
+    if probe == "stale_beta2" and "fix_share_removed" in numbers:  # the fix, as defined
+        return _clip(_num(numbers["fix_share_removed"])), fix_measure(numbers)
     plain = _num(numbers.get("kept_plain"))
     if probe == "stale_beta2" and plain is not None:  # the fix alone, not the reset
         return _clip(1.0 - plain), "added loss on ordinary batches (beta2 = 0.95 alone)"
@@ -122,6 +132,21 @@ def share(probe: str, numbers: dict[str, Any]) -> tuple[float | None, str]:
         frac = _num(numbers.get("reproduced_fraction"))
         return _clip(None if frac is None else 1.0 - frac), "logged spike"
     return None, ""
+
+
+def fix_measure(numbers: dict[str, Any]) -> str:
+    """What stale_beta2's fix share is a share of, with the two damages it compares
+    (probes/fix_share.py), e.g. "largest loss above the run without the trigger on the
+    ordinary batches, 1.38 at step 168, 0.552 with beta2 = 0.95 alone from the checkpoint of
+    step 140"."""
+    hurt, left = _num(numbers.get("fix_damage")), _num(numbers.get("fix_damage_fixed"))
+    what = "largest loss above the run without the trigger on the ordinary batches"
+    if hurt is None or left is None:
+        return what
+    return (
+        f"{what}, {hurt:.3g} at step {numbers.get('fix_damage_step')}, {left:.3g} with beta2 = "
+        f"0.95 alone from the checkpoint of step {numbers.get('fix_checkpoint_step')}"
+    )
 
 
 def tested(rows: list[dict[str, Any]]) -> dict[str, Tested]:

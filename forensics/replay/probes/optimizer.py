@@ -40,6 +40,7 @@ from typing import Any
 
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.counterfactual import Window, measure, rerun
+from forensics.replay.probes.fix_share import measure_fix
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
 from forensics.replay.state import StateUnavailable
 
@@ -64,19 +65,31 @@ def stale_beta2(s: Session) -> ReplayResult:
             f"{COUNTERFACTUAL_BETA2:g}: its second moment follows the gradient within "
             f"~{1 / (1 - run_beta2):.0f} steps, so the counterfactual would change nothing"
         ))  # fmt: skip
+    t0 = time.perf_counter()
     changes = {"beta2": COUNTERFACTUAL_BETA2}
     res = counterfactual(s, "stale_beta2", changes, reset=True, extra=extra)
     if res.verdict == CONFIRMED:
         _plain_fix(s, res)
+        res.wall_s = time.perf_counter() - t0  # the fix's re-runs included
     return res
 
 
 def _plain_fix(s: Session, res: ReplayResult) -> None:
-    """The engineer's fix, beta2 = 0.95 alone (no reset), on the same window: the reset
-    confirms the mechanism (a stale v), but overstates what the fix removes (51-100% where
-    beta2 = 0.95 alone removed 26-44% on fresh stale_beta2 draws). Its share, `kept_plain`,
-    decides whether beta2 is the amplifier to state (verdicts.choose)."""
+    """The engineer's fix, beta2 = 0.95 alone (no reset): the reset confirms the mechanism (a
+    stale v) but overstates what the fix removes. Its share of the damage decides whether
+    beta2 is the amplifier to state (verdicts.share, verdicts.choose).
+
+    With the bundled trainer it is measured as the share is defined (probes/fix_share.py):
+    restarted from a checkpoint before the incident, against the run without the trigger
+    (`fix_share_removed`). Through a run's own trainer (HF, nanoGPT), which cannot skip a
+    batch, the window is re-run from its start (their checkpoint) and the share is that of
+    the loss the updates added above the noise (`kept_plain`)."""
     try:
+        fix = measure_fix(s, {"beta2": COUNTERFACTUAL_BETA2})
+        if fix is not None:
+            res.numbers |= fix.numbers()
+            res.detail += "; " + fix.sentence()
+            return
         cf = _rerun(s, {"beta2": COUNTERFACTUAL_BETA2}, reset=False)
     except StateUnavailable:
         return
@@ -167,8 +180,8 @@ def decide_beta2(w: Window) -> tuple[str, str]:
     kept_step = (b_cf - 1.0) / (b_orig - 1.0)
     if w.kept <= 0.5 and kept_step <= STEP_KEPT_MAX:
         return CONFIRMED, (
-            f"beta2 = 0.95 removes {1 - w.kept:.0%} of the added loss and {1 - kept_step:.0%} "
-            "of the normalized-step blow-up"
+            f"beta2 = 0.95 with a second-moment reset removes {1 - w.kept:.0%} of the added "
+            f"loss and {1 - kept_step:.0%} of the normalized-step blow-up"
         )
     if w.kept >= 0.75 and kept_step >= 0.75:
         return REFUTED, "beta2 = 0.95 keeps the spike and the normalized-step blow-up"
