@@ -11,7 +11,8 @@ stated cause is the true one, replay confirmed it, and, where the truth is `stal
 rare-band burst is its trigger), the trigger `rare_tokens` is named; a clean run passes with
 no incident. The true root cause of a `stale_beta2` run is `stale_beta2` only where
 restarting it from the checkpoint before the burst with beta2 = 0.95 (the fix), the burst
-kept, removes at least half of the echo above the clean twin ("fix removes"); else the
+kept, removes at least half of the echo above the same run without the burst, batch for
+batch ("fix removes"); else the
 burst did the damage by itself and the truth is its trigger, `rare_tokens`.
 
     python bench/scenario_truth.py [--pairs 1] [--steps 300] [--seed S] [--scenario NAME]

@@ -146,7 +146,7 @@ def expected_incidents(
     if not found:
         return [], None, None
     twin, source = twin_loss(scen.twin_config(run.base, run.cfg), run.run_dir)
-    attribution = attribute(run, twin)  # one fixed re-run for the run, not per incident
+    attribution = attribute(run)  # one fixed re-run for the run, not per incident
     out = []
     for e in found:
         last = max(int(e["peak_step"]), scen.injection_end(run.at, run.strength))
@@ -162,28 +162,34 @@ def expected_incidents(
     return out, twin, source
 
 
-def attribute(run: Trained, twin: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """For a trigger + amplifier fault: the damage (the largest loss above the clean twin on
-    the ordinary batches after the injection, its echo) as logged and with the amplifier
-    fixed from the checkpoint before the injection (as an engineer would restart the run),
-    and the root cause that follows: the amplifier when its fix removes >= half of the damage (it
-    prevents the incident), else the trigger (the batches do the damage by themselves)."""
+def attribute(run: Trained) -> dict[str, Any] | None:
+    """For a trigger + amplifier fault: the root cause is the amplifier when fixing it (from
+    the checkpoint before the injection, as an engineer would restart the run) removes >= half
+    of the incident's damage, else the trigger (the batches do the damage by themselves).
+
+    The damage is measured against the same run without the trigger (`twin_loss` of the run's
+    own config: beta2 = 0.999, no burst), step by step on the same batches: the loss the
+    burst added. Not against the typing twin (beta2 = 0.95 from step 0): the stale run sits
+    above that one before any burst, an offset that no fix from a checkpoint can remove,
+    which capped every share below 1 - offset / damage."""
     scen = get_scenario(run.scenario)
     fix = scen.fix(run.base)
     if fix is None or scen.trigger is None or scen.cause is None:
         return None
     lo, hi = scen.damage_window(run.at, run.strength)
     ckpt = scen.ckpt_before(run.at)
+    untriggered, source = twin_loss(run.cfg, run.run_dir)
     fixed = fixed_loss(run.rows, run.run_dir, ckpt, hi, fix)
-    hurt, left = damage(run.rows, twin, lo, hi), damage(fixed, twin, lo, hi)
+    hurt, left = damage(run.rows, untriggered, lo, hi), damage(fixed, untriggered, lo, hi)
     removed = 1.0 - left / hurt if hurt > 0 else 0.0
     return {
         "rule": f"restarted from step {ckpt} with {fix}, the same batches: the amplifier is "
-        "the root cause when that removes >= 50% of the largest loss above the clean twin "
-        "on the ordinary batches of the window",
+        "the root cause when that removes >= 50% of the damage, the largest loss above the "
+        "same run without the trigger (same batch, same step) on the ordinary batches of "
+        "the window",
         "trigger": scen.trigger, "amplifier": scen.cause, "fix": fix, "checkpoint": ckpt,
-        "window": [lo, hi], "damage": round(hurt, 4), "damage_fixed": round(left, 4),
-        "share_removed": round(removed, 4),
+        "without_trigger": source, "window": [lo, hi], "damage": round(hurt, 4),
+        "damage_fixed": round(left, 4), "share_removed": round(removed, 4),
         "root_cause": scen.cause if removed >= 0.5 else scen.trigger,
     }  # fmt: skip
 

@@ -12,9 +12,9 @@ is what differs, and `forensics demo` marks the run with a ≠.
 
 A scenario whose fault is a trigger and an amplifier (stale_beta2: a rare-band burst and a
 stale beta2) also has a *fixed* run: restarted from the checkpoint before the injection
-with the amplifier fixed, the trigger kept (`fixed_loss`). The share of the damage above
-the clean twin it removes decides whether the amplifier is the incident's root cause, the
-fix that prevents it (simulate.attribute).
+with the amplifier fixed, the trigger kept (`fixed_loss`). The share of the damage it
+removes (the loss above the same run without the trigger, batch for batch) decides whether
+the amplifier is the incident's root cause, the fix that prevents it (simulate.attribute).
 
 Twins are cached: a sibling run folder of scenario `clean` with the same config (the
 `ckpt_steps` aside, which do not change training) is the twin; otherwise the twin's loss
@@ -166,15 +166,16 @@ def fixed_loss(
     return _loss_rows([r for r in rows if r["step"] <= ckpt]) + _loss_rows(replayed)
 
 
-def damage(rows: list[dict[str, Any]], twin: list[dict[str, Any]], lo: int, hi: int) -> float:
-    """Largest loss above the clean twin's (its forward median) over the steps lo..hi, the
-    echo an amplifier adds on ordinary batches (0 when none is above it)."""
-    curve = twin_curve(twin, DetectConfig())
-    got = [(r["step"], float(r["loss"])) for r in rows if lo <= r["step"] <= hi]
+def damage(rows: list[dict[str, Any]], base: list[dict[str, Any]], lo: int, hi: int) -> float:
+    """Largest loss above `base` (the run without the trigger: the same batch at the same
+    step) over the steps lo..hi, the echo an amplifier adds on ordinary batches (0 when none
+    is above it). Same batches, so their own noise cancels; a non-finite loss counts as far
+    above."""
+    ref = {int(r["step"]): float(r["loss"]) for r in base}
+    got = [(float(r["loss"]), ref[int(r["step"])]) for r in rows
+           if lo <= r["step"] <= hi and int(r["step"]) in ref]  # fmt: skip
     if not got:
         return 0.0
-    steps = np.array([s for s, _ in got], dtype=float)
-    loss = np.array([v for _, v in got])
-    base = np.exp(curve.at(steps))
-    loss = np.where(np.isfinite(loss), loss, 10 * base)  # a non-finite loss: far above
-    return float(max(0.0, np.max(loss - base)))
+    loss, b = np.array([v for v, _ in got]), np.array([v for _, v in got])
+    loss = np.where(np.isfinite(loss), loss, 10 * b)
+    return float(max(0.0, np.max(loss - b)))

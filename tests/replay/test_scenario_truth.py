@@ -25,22 +25,15 @@ from forensics.sim.scenarios import SCENARIOS
 # at step 66, the gradient drift before it is 1.6x, the cause stays unknown).
 #
 # The root cause is truth.json's: for stale_beta2 the amplifier only where restarting from
-# the checkpoint before the burst with beta2 = 0.95 removes half of the echo
-# (simulate.attribute), else the trigger rare_tokens. The three stale_beta2 pairs below were
-# drawn before that truth existed; under it all three are rare_tokens (the fix removes 42%,
-# -33% and 41%). Replay states beta2 only when beta2 = 0.95 *alone* removes half of the
-# damage, measured as the truth defines it (probes/fix_share.py: restarted from the
-# checkpoint 20 steps before the burst, the damage being the largest loss above the run
-# without the burst on the ordinary batches after it): 42%, 0% and 51%. 560612 stays a known
-# miss: replay's baseline is the same run without the burst, the truth's is its clean twin,
-# trained with beta2 = 0.95 from step 0 (0.24 lower already before the burst); from the
-# truth's own checkpoint and 30-step window, against the run with the burst skipped, the fix
-# removes 52% too (strict xfail: a replay that agrees with the truth there makes it pass and
-# this list must shrink).
-KNOWN_MISSES = {
-    ("stale_beta2", 560612, 160): "truth rare_tokens (fix removes 41% against the beta2 = "
-    "0.95 twin); replay: beta2 = 0.95 alone removes 51% against the run without the burst",
-}
+# the checkpoint before the burst with beta2 = 0.95 removes half of the damage, the largest
+# loss above the same run without the burst, batch for batch (simulate.attribute), else the
+# trigger rare_tokens. Replay states beta2 only when beta2 = 0.95 *alone* removes half of the
+# damage, measured the same way (probes/fix_share.py: restarted from the checkpoint 20 steps
+# before the burst, against the run with the burst's updates skipped). The truth / replay
+# shares: 4242 40% / 40% and 9001 -30% / 0% (rare_tokens), 560612 52% / 51% (stale_beta2; a
+# known miss while the truth measured against the beta2 = 0.95 twin, which sat 0.24 lower
+# before the burst: no fix from a checkpoint could remove that offset).
+KNOWN_MISSES: dict[tuple[str, int, int], str] = {}
 PAIRS = [
     ("stale_beta2", 4242, 90, 200),
     ("stale_beta2", 9001, 120, 200),
