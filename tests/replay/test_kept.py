@@ -33,6 +33,13 @@ def _state(db: Path, run: str) -> dict[str, Any]:
     return {"incidents": inc, "replays": rep}
 
 
+def _copy(db: Path, tmp_path: Path) -> Path:
+    """A private copy of the replayed store (each test changes its own)."""
+    path = tmp_path / "fleet.duckdb"
+    path.write_bytes(db.read_bytes())
+    return path
+
+
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("kept") / "fleet.duckdb"
@@ -45,8 +52,7 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_compare_keeps_the_replays_of_incidents_detected_in_place(
     replayed: Path, tmp_path: Path
 ) -> None:
-    db = tmp_path / "fleet.duckdb"
-    db.write_bytes(replayed.read_bytes())
+    db = _copy(replayed, tmp_path)
     before = _state(db, "rare")
     assert before["replays"] and before["incidents"][0]["replay"] == "confirmed"
     with open_store(db) as store:
@@ -56,8 +62,7 @@ def test_compare_keeps_the_replays_of_incidents_detected_in_place(
 
 
 def test_compare_says_which_replays_it_dropped(replayed: Path, tmp_path: Path) -> None:
-    db = tmp_path / "fleet.duckdb"
-    db.write_bytes(replayed.read_bytes())
+    db = _copy(replayed, tmp_path)
     with open_store(db) as store:  # as if an older detection had put the onset elsewhere
         store.con.execute("UPDATE incidents SET onset_step = onset_step - 7 WHERE run_id = 'rare'")
         fleet = compare(store)
@@ -69,8 +74,7 @@ def test_compare_says_which_replays_it_dropped(replayed: Path, tmp_path: Path) -
 def test_analyzing_a_folder_into_the_store_keeps_the_other_runs_replays(
     replayed: Path, tmp_path: Path
 ) -> None:
-    db = tmp_path / "fleet.duckdb"
-    db.write_bytes(replayed.read_bytes())
+    db = _copy(replayed, tmp_path)
     before = _state(db, "rare")
     folder = tmp_path / "more"
     for name in ("clean", "data_corruption"):
