@@ -68,6 +68,16 @@ def make_plan(data: RunData, inc: Incident, k: int) -> Plan:
     return Plan(inc, offending, trend, noise, controls, before, start, end, k)
 
 
+def restore_before(plan: Plan) -> int:
+    """Replay restores the latest checkpoint strictly before this step: one saved at or before
+    the window start. The loss logged at step t is the loss of the model that update t - 1
+    made, so a spike at the onset can be the work of the updates just before it (a too-high
+    LR kicking the model on an ordinary batch); a checkpoint between the window start and the
+    onset would cut those updates out of the replay and of every counterfactual, leaving them
+    to compare only models that are already off (and every batch looking hard on them)."""
+    return plan.start + 1
+
+
 def reference_band(data: RunData, before: int) -> Band:
     """Median and robust std (1.4826 MAD) of the last REF_WINDOW finite logged losses."""
     steps = [s for s in data.steps_logged("loss") if s < before][-REF_WINDOW:]
