@@ -135,10 +135,11 @@ def warmup_rise(
     if not g_lo or g_hi is None or g_hi < cfg.warmup_rise_grad * g_lo:
         return None
     on = i_min + int(np.argmax(m[i_min : i_top + 1] - m[i_min] >= cfg.warmup_rise_min))
-    lo_w = max(on, i_top - cfg.smooth_points // 2)
-    pk = lo_w + int(np.argmax(sc.x[lo_w : min(len(m), i_top + cfg.smooth_points // 2 + 1)]))
-    onset, peak_step = int(sc.steps[on]), int(sc.steps[pk])
-    inside = [i for i in incidents if i.onset_step <= peak_step and onset <= i.span_end]
+    a, b = _hump(m, i_top, float(m[i_min]) + rise / 2)
+    a = max(a, on)
+    pk = a + int(np.argmax(sc.x[a : b + 1]))  # its highest loss, as any incident's peak
+    onset, peak_step, hump_end = int(sc.steps[on]), int(sc.steps[pk]), int(sc.steps[b])
+    inside = [i for i in incidents if i.onset_step <= hump_end and onset <= i.span_end]
     if any(i.type == DIVERGENT or i.origin != "loss" for i in inside):
         return None  # a divergence or an event cluster says more than the climb
     # spikes the screen found on the climb are peaks of it: one instability, one incident
@@ -165,6 +166,18 @@ def warmup_rise(
         peaks=peaks, trend=trend, sigma=sigma, shape=shape,
         pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value,
     )  # fmt: skip
+
+
+def _hump(m: np.ndarray, top: int, level: float) -> tuple[int, int]:
+    """The stretch around index `top` where the median `m` stays at or above `level` (the
+    upper half of a climb): the climb lasts that long, and a spike riding on it after the
+    median's top (the loss is noisiest there) is the climb's, not a later incident."""
+    a = b = top
+    while a > 0 and m[a - 1] >= level:
+        a -= 1
+    while b + 1 < len(m) and m[b + 1] >= level:
+        b += 1
+    return a, b
 
 
 def _new_incident(sc: Screen, ref: Refined, lo: int, data: RunData, cfg: DetectConfig) -> Incident:
