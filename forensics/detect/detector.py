@@ -144,10 +144,11 @@ def warmup_rise(
         return None  # a divergence or an event cluster says more than the climb
     # spikes the screen found on the climb are peaks of it: one instability, one incident
     peaks = sorted({(peak_step, _value(sc, pk)), *(p for i in inside for p in i.peaks)})
-    # the screen's onset (refined on breakpoints) is the more precise one when it is on the
-    # way up; a spike at the top of the climb has its onset there, not the climb's
+    # the screen's onset (refined on breakpoints) is the more precise one when it found the
+    # start of the climb; a spike riding on the climb after its start (or at its top) has
+    # its onset there, not the climb's
     first = min((i.onset_step for i in inside), default=onset)
-    on_the_way = bool(inside) and first < int(sc.steps[i_top])
+    on_the_way = bool(inside) and first <= onset
     if on_the_way:
         onset = first
     peak_step, peak_value = max(peaks, key=lambda p: p[1])

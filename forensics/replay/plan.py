@@ -39,7 +39,7 @@ class Plan:
     controls: list[int]  # healthy steps whose batches are the controls
     atypical_before: list[int]  # the atypical steps just before the onset (may be the cause)
     start: int  # counterfactual replays start from the state after this step (k/4 before)
-    end: int  # last step replayed
+    end: int  # last step replayed (>= start + k; up to the peak, window_end)
     k: int
 
 
@@ -62,10 +62,18 @@ def make_plan(data: RunData, inc: Incident, k: int) -> Plan:
     offending = inc.step if inc.step is not None else offending_step(data, inc, trend)
     first = min(inc.onset, offending)
     start = max(0, first - 1 - k // 4)
-    end = max(start + k, offending)
+    end = max(start + k, offending, window_end(start, inc.peak, k))
     before = atypical_run(data, inc, band)
     controls = control_steps(data, inc, band, before[0] if before else inc.onset)
     return Plan(inc, offending, trend, noise, controls, before, start, end, k)
+
+
+def window_end(start: int, peak: int, k: int) -> int:
+    """The window reaches the incident's peak, at most 2k steps from its start: a counterfactual
+    must show whether the fix prevents the worst of the incident, and a climb (a too-high LR
+    in warm-up) peaks tens of steps after its onset, past a k-step window that measured only
+    its first part; the bound keeps a slow divergence's replay from running to its end."""
+    return min(peak, start + 2 * k)
 
 
 def restore_before(plan: Plan) -> int:
