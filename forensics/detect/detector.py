@@ -10,7 +10,7 @@ from forensics.detect import recurrence
 from forensics.detect.classify import PEAK_LR_FRACTION, classify, lr_phase
 from forensics.detect.config import DetectConfig
 from forensics.detect.coverage import Coverage
-from forensics.detect.data import Metric, RunData
+from forensics.detect.data import RunData
 from forensics.detect.evidence import explain
 from forensics.detect.features import compute, finite_median, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
@@ -89,10 +89,6 @@ def loss_incidents(sc: Screen, data: RunData, cfg: DetectConfig) -> list[Inciden
     return out
 
 
-def _median_near(m: Metric, step: float, half: float) -> float | None:
-    return finite_median(m.window(step - half, step + half))
-
-
 def warmup_rise(
     sc: Screen, data: RunData, incidents: list[Incident], cfg: DetectConfig
 ) -> Incident | None:
@@ -128,13 +124,16 @@ def warmup_rise(
         return None
     if m[i_peak] - m[i_min] < cfg.warmup_rise_min / 2:
         return None  # not climbing yet when the LR peaked: a later bump, not this mechanism
-    grad = data.aux["grad_norm"]
+    on = i_min + int(np.argmax(m[i_min : i_top + 1] - m[i_min] >= cfg.warmup_rise_min))
+    # the gradient before the climb against the gradient on it: neither window crosses the
+    # onset (a short climb would otherwise dilute both medians with the other's points)
+    grad, s_on = data.aux["grad_norm"], float(sc.steps[on])
     half = max(cfg.trend_points, (sc.steps[i_peak] - sc.steps[i0]) / 8)
-    g_lo = _median_near(grad, float(sc.steps[i_min]), half)
-    g_hi = _median_near(grad, float(sc.steps[i_top]), half)
+    s_min, s_top = float(sc.steps[i_min]), float(sc.steps[i_top])
+    g_lo = finite_median(grad.window(s_min - half, min(s_min + half, s_on - 1)))
+    g_hi = finite_median(grad.window(max(s_top - half, s_on), s_top + half))
     if not g_lo or g_hi is None or g_hi < cfg.warmup_rise_grad * g_lo:
         return None
-    on = i_min + int(np.argmax(m[i_min : i_top + 1] - m[i_min] >= cfg.warmup_rise_min))
     a, b = _hump(m, i_top, float(m[i_min]) + rise / 2)
     a = max(a, on)
     pk = a + int(np.argmax(sc.x[a : b + 1]))  # its highest loss, as any incident's peak
