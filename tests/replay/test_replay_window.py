@@ -9,7 +9,7 @@ lr_too_high, seed 688851, warm-up end 77, 300 steps: onset 61, checkpoints at 30
 from __future__ import annotations
 
 from forensics.replay.context import Checkpoint, Incident, RunData
-from forensics.replay.plan import Plan
+from forensics.replay.plan import Plan, window_end
 from forensics.replay.runner import restore_checkpoint
 
 
@@ -39,3 +39,10 @@ def test_an_unusable_early_checkpoint_falls_back_too() -> None:
     data = _run(30, 60)
     data.checkpoints[0].has_optimizer = False  # no Adam moments: cannot re-run steps
     assert restore_checkpoint(data, _plan(55, 61)).step == 60
+
+
+def test_the_window_reaches_the_peak_within_4k_steps() -> None:
+    # lr_too_high 424895@146 (300 steps): a climb from onset 92 to its peak at 146; a window
+    # that stopped at the offending step (134) measured a third of what the LR added
+    assert window_end(86, 146, 20) == 146
+    assert window_end(86, 1000, 20) == 86 + 80  # a slow divergence: a cost bound
