@@ -10,7 +10,7 @@ from forensics.detect import recurrence
 from forensics.detect.classify import PEAK_LR_FRACTION, classify, lr_phase
 from forensics.detect.config import DetectConfig
 from forensics.detect.coverage import Coverage
-from forensics.detect.data import Metric, RunData
+from forensics.detect.data import RunData
 from forensics.detect.evidence import explain
 from forensics.detect.features import compute, finite_median, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
@@ -90,10 +90,6 @@ def loss_incidents(sc: Screen, data: RunData, cfg: DetectConfig) -> list[Inciden
     return out
 
 
-def _median_near(m: Metric, step: float, half: float) -> float | None:
-    return finite_median(m.window(step - half, step + half))
-
-
 def warmup_rise(
     sc: Screen, data: RunData, incidents: list[Incident], cfg: DetectConfig
 ) -> Incident | None:
@@ -129,25 +125,30 @@ def warmup_rise(
         return None
     if m[i_peak] - m[i_min] < cfg.warmup_rise_min / 2:
         return None  # not climbing yet when the LR peaked: a later bump, not this mechanism
-    grad = data.aux["grad_norm"]
+    on = i_min + int(np.argmax(m[i_min : i_top + 1] - m[i_min] >= cfg.warmup_rise_min))
+    # the gradient before the climb against the gradient on it: neither window crosses the
+    # onset (a short climb would otherwise dilute both medians with the other's points)
+    grad, s_on = data.aux["grad_norm"], float(sc.steps[on])
     half = max(cfg.trend_points, (sc.steps[i_peak] - sc.steps[i0]) / 8)
-    g_lo = _median_near(grad, float(sc.steps[i_min]), half)
-    g_hi = _median_near(grad, float(sc.steps[i_top]), half)
+    s_min, s_top = float(sc.steps[i_min]), float(sc.steps[i_top])
+    g_lo = finite_median(grad.window(s_min - half, min(s_min + half, s_on - 1)))
+    g_hi = finite_median(grad.window(max(s_top - half, s_on), s_top + half))
     if not g_lo or g_hi is None or g_hi < cfg.warmup_rise_grad * g_lo:
         return None
-    on = i_min + int(np.argmax(m[i_min : i_top + 1] - m[i_min] >= cfg.warmup_rise_min))
-    lo_w = max(on, i_top - cfg.smooth_points // 2)
-    pk = lo_w + int(np.argmax(sc.x[lo_w : min(len(m), i_top + cfg.smooth_points // 2 + 1)]))
-    onset, peak_step = int(sc.steps[on]), int(sc.steps[pk])
-    inside = [i for i in incidents if i.onset_step <= peak_step and onset <= i.span_end]
+    a, b = _hump(m, i_top, float(m[i_min]) + rise / 2)
+    a = max(a, on)
+    pk = a + int(np.argmax(sc.x[a : b + 1]))  # its highest loss, as any incident's peak
+    onset, peak_step, hump_end = int(sc.steps[on]), int(sc.steps[pk]), int(sc.steps[b])
+    inside = [i for i in incidents if i.onset_step <= hump_end and onset <= i.span_end]
     if any(i.type == DIVERGENT or i.origin != "loss" for i in inside):
         return None  # a divergence or an event cluster says more than the climb
     # spikes the screen found on the climb are peaks of it: one instability, one incident
     peaks = sorted({(peak_step, _value(sc, pk)), *(p for i in inside for p in i.peaks)})
-    # the screen's onset (refined on breakpoints) is the more precise one when it is on the
-    # way up; a spike at the top of the climb has its onset there, not the climb's
+    # the screen's onset (refined on breakpoints) is the more precise one when it found the
+    # start of the climb; a spike riding on the climb after its start (or at its top) has
+    # its onset there, not the climb's
     first = min((i.onset_step for i in inside), default=onset)
-    on_the_way = bool(inside) and first < int(sc.steps[i_top])
+    on_the_way = bool(inside) and first <= onset
     if on_the_way:
         onset = first
     peak_step, peak_value = max(peaks, key=lambda p: p[1])
@@ -166,6 +167,18 @@ def warmup_rise(
         peaks=peaks, trend=trend, sigma=sigma, shape=shape,
         pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value,
     )  # fmt: skip
+
+
+def _hump(m: np.ndarray, top: int, level: float) -> tuple[int, int]:
+    """The stretch around index `top` where the median `m` stays at or above `level` (the
+    upper half of a climb): the climb lasts that long, and a spike riding on it after the
+    median's top (the loss is noisiest there) is the climb's, not a later incident."""
+    a = b = top
+    while a > 0 and m[a - 1] >= level:
+        a -= 1
+    while b + 1 < len(m) and m[b + 1] >= level:
+        b += 1
+    return a, b
 
 
 def _new_incident(sc: Screen, ref: Refined, lo: int, data: RunData, cfg: DetectConfig) -> Incident:

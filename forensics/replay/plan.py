@@ -39,7 +39,7 @@ class Plan:
     controls: list[int]  # healthy steps whose batches are the controls
     atypical_before: list[int]  # the atypical steps just before the onset (may be the cause)
     start: int  # counterfactual replays start from the state after this step (k/4 before)
-    end: int  # last step replayed
+    end: int  # last step replayed (>= start + k; up to the peak, window_end)
     k: int
 
 
@@ -62,10 +62,30 @@ def make_plan(data: RunData, inc: Incident, k: int) -> Plan:
     offending = inc.step if inc.step is not None else offending_step(data, inc, trend)
     first = min(inc.onset, offending)
     start = max(0, first - 1 - k // 4)
-    end = max(start + k, offending)
+    end = max(start + k, offending, window_end(start, inc.peak, k))
     before = atypical_run(data, inc, band)
     controls = control_steps(data, inc, band, before[0] if before else inc.onset)
     return Plan(inc, offending, trend, noise, controls, before, start, end, k)
+
+
+def window_end(start: int, peak: int, k: int) -> int:
+    """The window reaches the incident's peak, at most 4k steps from its start: a counterfactual
+    must show whether the fix prevents the worst of the incident, and a climb (a too-high LR
+    in warm-up) peaks tens of steps after its onset, past a k-step window that measured only
+    its first part (the simulator's 300-step runs: up to ~60 steps). The bound is a cost
+    bound: a slow divergence's replay (three re-runs of the window) stays within 4k steps,
+    and --k widens it."""
+    return min(peak, start + 4 * k)
+
+
+def restore_before(plan: Plan) -> int:
+    """Replay restores the latest checkpoint strictly before this step: one saved at or before
+    the window start. The loss logged at step t is the loss of the model that update t - 1
+    made, so a spike at the onset can be the work of the updates just before it (a too-high
+    LR kicking the model on an ordinary batch); a checkpoint between the window start and the
+    onset would cut those updates out of the replay and of every counterfactual, leaving them
+    to compare only models that are already off (and every batch looking hard on them)."""
+    return plan.start + 1
 
 
 def reference_band(data: RunData, before: int) -> Band:

@@ -20,10 +20,17 @@ import numpy as np
 import torch
 
 from forensics.errors import ReplayError, SimulationError
-from forensics.replay.context import Incident, RunData, load_run, replayable, select_incidents
+from forensics.replay.context import (
+    Checkpoint,
+    Incident,
+    RunData,
+    load_run,
+    replayable,
+    select_incidents,
+)
 from forensics.replay.hf_replay import is_hf_run
 from forensics.replay.manifest_source import recorded_batches
-from forensics.replay.plan import make_plan
+from forensics.replay.plan import Plan, make_plan, restore_before
 from forensics.replay.probes import data_corruption, optimizer, overflow, rare_tokens
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.reproduce import hardware, reproduce
@@ -246,15 +253,26 @@ def shard_sample(data: RunData, masked: list[BatchRecord]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
+def restore_checkpoint(data: RunData, plan: Plan) -> Checkpoint:
+    """The checkpoint a replay restores: the latest usable one at or before the window start
+    (plan.restore_before says why), else the latest before the offending step (the window
+    then starts at it, with fewer steps before the onset)."""
+    try:
+        return pick_checkpoint(data, restore_before(plan))
+    except StateUnavailable:
+        return pick_checkpoint(data, plan.offending)
+
+
 def rebuild(s: Session, progress: Progress | None, cache: Cache) -> None:
-    """Restore the checkpoint and replay the logged steps, keeping the probes' snapshots.
+    """Restore the checkpoint (restore_checkpoint) and replay the logged steps, keeping the
+    probes' snapshots.
 
     Incidents are replayed in onset order, and the state at the end of one incident's window
     is kept per checkpoint: the next incident that starts from the same checkpoint continues
     from it instead of re-running the same steps (its reproduction check then covers the
     steps from there on; the earlier ones were checked by the earlier incident)."""
     plan, data = s.plan, s.data
-    ckpt = pick_checkpoint(data, plan.offending)
+    ckpt = restore_checkpoint(data, plan)
     plan.start = max(plan.start, ckpt.step)
     end = plan.offending
     while end < plan.end and end + 1 in data.records:

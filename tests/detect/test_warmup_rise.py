@@ -95,3 +95,19 @@ def test_a_spike_on_the_climb_is_a_peak_of_it(frame, rules) -> None:  # type: ig
     steps = [s for s, _ in inc.peaks]
     assert 90 in steps and max(steps) >= 115
     assert inc.onset_step <= 90
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_climbs_peak_is_its_highest_loss_on_the_hump(frame, rules, seed: int) -> None:  # type: ignore[no-untyped-def]
+    """A spike riding on the hump after the median's top (the loss is noisiest there; the
+    simulator's lr_too_high 487758@81: median top at 95, highest loss at 112) is the climb's
+    peak, as any incident's peak is its highest loss; one past the hump (the median back
+    under half of the climb) is not. Both spikes are +22%: under the point screen's bar."""
+    loss, grad = _climb(50, 125, 0.14, seed)
+    loss[159] *= np.exp(0.2)  # step 160: the median still ~70% up the climb
+    (inc,) = _detect(frame, rules, loss, grad, _lr(120))
+    assert inc.peak_step == 160 and inc.cause == "lr_too_high"
+    loss, grad = _climb(50, 125, 0.14, seed)
+    loss[229] *= np.exp(0.2)  # step 230: the median ~12% up: past the hump
+    (inc,) = _detect(frame, rules, loss, grad, _lr(120))
+    assert 110 <= inc.peak_step <= 140

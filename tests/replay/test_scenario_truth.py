@@ -5,8 +5,9 @@ the rare-token trigger is named beside it (bench/scenario_truth.py draws new pai
 time it runs).
 
 Three pairs per scenario, as the issue asks, none the sample runs'. CI budget: each pair
-trains a 200-step tiny run (one stale_beta2 pair 300), checkpointed every tenth of the run
-as bench/scenario_truth.py does, and replays it: a few seconds of CPU each.
+trains a 200-step tiny run (one stale_beta2 and one lr_too_high pair 300), checkpointed
+every tenth of the run as bench/scenario_truth.py does, and replays it: a few seconds of CPU
+each.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from forensics.sim.scenarios import SCENARIOS
 
 # (scenario, seed, injection step, steps): drawn by bench.scenario_truth.draw, none the sample
 # runs'. Fresh draws that failed are not pinned and are in the issue-15 report: stale_beta2
-# 863917@82, 885618@61 and 587999@91 (200 steps), lr_too_high 487758@81 (200 steps: the tiny
-# model at 100x the LR climbs back to the unigram loss; detection's warm-up climb finds it
-# at step 66, the gradient drift before it is 1.6x, the cause stays unknown).
+# 863917@82, 885618@61 and 587999@91 (200 steps). lr_too_high 487758@81 (200 steps) and
+# 688851@77 (300 steps) failed once and are pinned: the warm-up climb's peak was taken near
+# the median's top, not at its highest loss on the hump (112, the truth's); replay restored a
+# checkpoint inside the window's lead (60, one step before the onset 61) and found nothing.
 #
 # The root cause is truth.json's: for stale_beta2 the amplifier only where restarting from
 # the checkpoint before the burst with beta2 = 0.95 removes half of the damage, the largest
@@ -41,9 +43,9 @@ PAIRS = [
     ("rare_tokens", 2718, 110, 200),
     ("rare_tokens", 708123, 60, 200),
     ("rare_tokens", 46693, 77, 200),
-    ("lr_too_high", 3141, 60, 200),
+    ("lr_too_high", 487758, 81, 200),
     ("lr_too_high", 920123, 88, 200),
-    ("lr_too_high", 330357, 78, 200),
+    ("lr_too_high", 688851, 77, 300),
     ("fp16_overflow", 1618, 100, 200),
     ("fp16_overflow", 987745, 80, 200),
     ("fp16_overflow", 796683, 116, 200),

@@ -72,8 +72,8 @@ def test_real_log_report_is_consistent(real_logs: Path, rel: str, tmp_path: Path
             assert secs.null_count() == 0 and len(secs) >= 2
 
 
-def _tamper(out: Path, old: str, new: str) -> Path:
-    pm = sorted((out / "postmortems").glob("spike-*.md"))[0]
+def _tamper(out: Path, old: str, new: str, n: int = 0) -> Path:
+    pm = sorted((out / "postmortems").glob("spike-*.md"))[n]
     text = pm.read_text()
     assert old in text, old
     pm.write_text(text.replace(old, new, 1))
@@ -106,15 +106,20 @@ def test_checker_fails_on_an_inconsistent_postmortem(
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_text(p.read_text())
     with open_store(db, read_only=True) as store:
-        row = store.query(
-            "SELECT * FROM incidents WHERE run_id = ? AND incident_id = 1", [run_id]
-        ).to_dicts()[0]
-        text = sorted((out / "postmortems").glob("spike-*.md"))[0].read_text()
+        rows = store.query(
+            "SELECT * FROM incidents WHERE run_id = ? ORDER BY incident_id", [run_id]
+        ).to_dicts()
+        # restart advice and a recovery step need a recoverable incident (the sample's first
+        # is lingering, as injected)
+        n = next(i for i, r in enumerate(rows) if r["type"] == "recoverable")
+        n = n if edit in ("restart", "recovery") else 0
+        row = rows[n]
+        text = sorted((out / "postmortems").glob("spike-*.md"))[n].read_text()
         if edit == "steps_lost":
             _tamper(out, f"| steps lost | {row['steps_lost']} |", "| steps lost | 230 |")
         elif edit == "restart":
             _tamper(out, "## Recovery action\n\n**", "## Recovery action\n\n**Restart from the "
-                    "checkpoint at step 120. ")  # fmt: skip
+                    "checkpoint at step 120. ", n)  # fmt: skip
         elif edit == "grad_step":
             step = row["grad_norm_peak_step"]
             _tamper(out, f"at step {step} (×", f"at step {step + 4} (×")
@@ -125,7 +130,7 @@ def test_checker_fails_on_an_inconsistent_postmortem(
         elif edit == "recovery":
             rec = row["recovery_step"]
             said = next(t for t in (f"trend at step {rec}", f"for good at step {rec}") if t in text)
-            _tamper(out, said, said.replace(str(rec), str(rec + 1)))
+            _tamper(out, said, said.replace(str(rec), str(rec + 1)), n)
         elif edit == "hypothesis_status":
             row1 = re.search(r"^\| [^|\n]+ \| ([a-z ]+) \|", text.split("| competing")[1], re.M)
             assert row1, "a competing hypothesis row"

@@ -18,6 +18,7 @@ from replay_portability import departed
 from typer.testing import CliRunner
 
 from forensics.cli import app
+from forensics.report.demo import same_incident
 from forensics.report.locate import sample_logs_dir
 
 ONSET_SLACK = 25  # steps between the injected step and the detected onset
@@ -53,7 +54,7 @@ def test_a_postmortem_per_injected_incident(demo_out: Path, scenario: str) -> No
         return
     for truth in want:
         onset = int(str(truth["onset_step"]))
-        near = [i for i in found if abs(i["onset_step"] - onset) <= ONSET_SLACK]
+        near = [i for i in found if same_incident(onset, i, ONSET_SLACK)]
         assert near, f"{scenario}: no incident near step {onset}: {found}"
         assert near[0]["cause"] == truth["cause"], (scenario, near[0])
         if near[0]["replay"] != "confirmed":

@@ -1,0 +1,48 @@
+"""Which checkpoint a replay restores (runner.restore_checkpoint): the counterfactual window
+starts k // 4 steps before the onset, and the checkpoint must be at or before that start.
+The loss logged at the onset is the loss of the model the updates before it made (a too-high
+LR kicks the model on an ordinary batch); a checkpoint between the window start and the onset
+cut those updates out of the replay and of the halved-LR counterfactual, which then compared
+two models already off (every batch "hard" on them: inconclusive). Seen on the simulator's
+lr_too_high, seed 688851, warm-up end 77, 300 steps: onset 61, checkpoints at 30, 57, 60."""
+
+from __future__ import annotations
+
+from forensics.replay.context import Checkpoint, Incident, RunData
+from forensics.replay.plan import Plan, window_end
+from forensics.replay.runner import restore_checkpoint
+
+
+def _run(*steps: int) -> RunData:
+    ckpts = [Checkpoint(s, f"ckpt_{s:06d}.pt", True, True, "forensics-gpt") for s in steps]
+    return RunData("r", {}, {}, ckpts, {}, None)
+
+
+def _plan(start: int, offending: int) -> Plan:
+    inc = Incident(1, offending, offending + 38, None, 4.4, "lr_too_high")
+    return Plan(inc, offending, 4.4, 0.1, [], [], start, start + 20, 20)
+
+
+def test_a_checkpoint_inside_the_lead_is_not_the_start() -> None:
+    assert restore_checkpoint(_run(30, 57, 60), _plan(55, 61)).step == 30
+
+
+def test_a_checkpoint_at_the_window_start_is_taken() -> None:
+    assert restore_checkpoint(_run(30, 55, 60), _plan(55, 61)).step == 55
+
+
+def test_no_checkpoint_that_early_falls_back_to_the_latest_before_the_offending_step() -> None:
+    assert restore_checkpoint(_run(58, 60), _plan(55, 61)).step == 60
+
+
+def test_an_unusable_early_checkpoint_falls_back_too() -> None:
+    data = _run(30, 60)
+    data.checkpoints[0].has_optimizer = False  # no Adam moments: cannot re-run steps
+    assert restore_checkpoint(data, _plan(55, 61)).step == 60
+
+
+def test_the_window_reaches_the_peak_within_4k_steps() -> None:
+    # lr_too_high 424895@146 (300 steps): a climb from onset 92 to its peak at 146; a window
+    # that stopped at the offending step (134) measured a third of what the LR added
+    assert window_end(86, 146, 20) == 146
+    assert window_end(86, 1000, 20) == 86 + 80  # a slow divergence: a cost bound
