@@ -44,7 +44,7 @@ from forensics.replay.hf_model import (
 )
 from forensics.replay.manifest_source import load_recorded, recorded_batches
 from forensics.replay.measure import Batch, token_losses
-from forensics.replay.plan import excess, make_plan
+from forensics.replay.plan import Plan, excess, make_plan, restore_before
 from forensics.replay.probes import data_corruption as dc
 from forensics.replay.probes import optimizer, rare_tokens
 from forensics.replay.probes.base import Session
@@ -168,7 +168,7 @@ def replay_hf_incident(
     ctrls = [probe_batch(index.batch(t), device) for t in s.plan.controls]
     off = probe_batch(index.batch(s.plan.offending), device)
     try:
-        ckpt = _checkpoint(run, s.plan.offending)
+        ckpt = _checkpoint(run, s.plan)
         s.checkpoint_step = s.resumed_step = ckpt.step
         end = s.plan.offending
         while end < s.plan.end and end + 1 in data.logged.get("loss", {}):
@@ -194,12 +194,18 @@ def replay_hf_incident(
     return downgrade(arbitrate(confound(results, s)))
 
 
-def _checkpoint(run: HFRun, offending: int) -> Checkpoint:
-    older = [c for c in run.ckpts if c.step < offending]
+def _checkpoint(run: HFRun, plan: Plan) -> Checkpoint:
+    """The latest checkpoint at or before the window's start (plan.restore_before says why:
+    one inside the lead cuts out the updates that made the spike), else the latest before
+    the offending step."""
+    older = [c for c in run.ckpts if c.step < plan.offending]
     if not older:
         have = ", ".join(str(c.step) for c in run.ckpts) or "none"
-        raise StateUnavailable(f"no checkpoint before step {offending} (checkpoints at: {have})")
-    return older[-1]
+        raise StateUnavailable(
+            f"no checkpoint before step {plan.offending} (checkpoints at: {have})"
+        )
+    lead = [c for c in older if c.step < restore_before(plan)]
+    return (lead or older)[-1]
 
 
 def _state_probes(

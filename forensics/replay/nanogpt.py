@@ -52,11 +52,16 @@ RANDOM_GET_BATCH = (
 PRECISION = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
-def nanogpt_checkpoint(data: RunData, offending: int) -> Checkpoint | None:
+def nanogpt_checkpoint(
+    data: RunData, offending: int, before: int | None = None
+) -> Checkpoint | None:
     """The latest nanoGPT `ckpt.pt` the run can resume from for `offending` (iter_num <=
-    offending), else None (also when the run has no nanoGPT checkpoint at all)."""
+    offending), preferring one with iter_num <= `before` (plan.restore_before: the state
+    after step iter_num - 1 at or before the window's start), else None (also when the run
+    has no nanoGPT checkpoint at all)."""
     usable = [c for c in data.checkpoints if c.step <= offending and is_nanogpt(Path(c.path))]
-    return usable[-1] if usable else None
+    lead = [c for c in usable if before is not None and c.step <= before]
+    return (lead or usable)[-1] if usable else None
 
 
 def has_nanogpt_checkpoint(data: RunData) -> bool:

@@ -193,7 +193,7 @@ def replay_incident(
     if not any(c.reference_model for c in data.checkpoints):
         from forensics.replay.nanogpt import nanogpt_checkpoint, replay_nanogpt_incident
 
-        nano = nanogpt_checkpoint(data, s.plan.offending)
+        nano = nanogpt_checkpoint(data, s.plan.offending, restore_before(s.plan))
         if nano is not None:
             return replay_nanogpt_incident(s, nano, tokenizer, judge)
     results = [data_corruption.run(s)]

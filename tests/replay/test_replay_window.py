@@ -46,3 +46,15 @@ def test_the_window_reaches_the_peak_within_4k_steps() -> None:
     # that stopped at the offending step (134) measured a third of what the LR added
     assert window_end(86, 146, 20) == 146
     assert window_end(86, 1000, 20) == 86 + 80  # a slow divergence: a cost bound
+
+
+def test_a_hugging_face_run_restores_before_the_lead_too() -> None:
+    # the same rule on the HF Trainer path (its checkpoint-N/ folders): the window starts at
+    # the checkpoint it restores, so one inside the lead is passed over the same way
+    from types import SimpleNamespace
+
+    from forensics.replay.hf_replay import _checkpoint
+
+    run = SimpleNamespace(ckpts=_run(30, 57, 60).checkpoints)
+    assert _checkpoint(run, _plan(55, 61)).step == 30  # type: ignore[arg-type]
+    assert _checkpoint(SimpleNamespace(ckpts=_run(58, 60).checkpoints), _plan(55, 61)).step == 60  # type: ignore[arg-type]
