@@ -225,12 +225,22 @@ def roles(t: dict[str, Tested]) -> list[Contribution]:
     return sorted(out, key=order)  # the stated one first (choose)
 
 
+def share_text(value: float) -> str:
+    """A share as a percentage that never reads as the other side of PREVENTS: 0.498 is
+    "49.8%", not "50%" beside a trigger stated as the root cause (and 0.5 stays "50%")."""
+    for digits in range(4):
+        text = f"{value * 100:.{digits}f}"
+        if (float(text) >= PREVENTS * 100) == (value >= PREVENTS):
+            return f"{text}%"
+    return f"{value * 100:.6f}%"
+
+
 def roles_sentence(contribs: list[Contribution]) -> str:
     """ "trigger rare_tokens (removes 100% of the logged spike ...); amplifier ..."."""
     parts = []
     for k in contribs:
         how = "share not measured" if k.share_removed is None else (
-            f"its counterfactual removes {k.share_removed:.0%} of the {k.measure}"
+            f"its counterfactual removes {share_text(k.share_removed)} of the {k.measure}"
         )  # fmt: skip
         parts.append(f"{k.role} {k.cause} ({how}; probe {k.probe})")
     return "; ".join(parts)

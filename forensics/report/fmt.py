@@ -46,6 +46,14 @@ def pct(value: Any, signed: bool = False) -> str:
     return f"{value * 100:+.0f}%" if signed else f"{value * 100:.0f}%"
 
 
+def share(value: Any) -> str:
+    """A replay share removed, as replay words it: never rounded across the line at which an
+    amplifier is stated (verdicts.share_text: 0.498 -> "49.8%")."""
+    from forensics.replay.verdicts import share_text
+
+    return share_text(value) if finite(value) else MISSING
+
+
 def count(value: Any) -> str:
     """A large count in words: 1,310,720,000 -> "1.31 B"."""
     if value is None or not isinstance(value, int | float) or not math.isfinite(value):
@@ -177,6 +185,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "finite": finite,
     "num": num,
     "pct": pct,
+    "share": share,
     "count": count,
     "usd": usd,
     "gpu_hours": gpu_hours,

@@ -195,3 +195,16 @@ def test_a_parent_whose_children_are_all_refuted_is_refuted(tmp_path: Path) -> N
     apply_verdicts(store, RUN)
     assert _finding(store, "batch_driven")["replay"] == "refuted"
     assert _incident(store)["cause"] == "unknown"
+
+
+def test_a_share_is_never_rounded_across_the_line_that_states_the_amplifier() -> None:
+    # 630434@153 (stale_beta2, 300 steps): beta2's fix removed 49.8%, so the trigger was
+    # stated; "removes 50%" beside it would read as a page contradicting itself
+    from forensics.replay.verdicts import PREVENTS, share_text
+    from forensics.report.fmt import FILTERS
+
+    assert PREVENTS == 0.5
+    assert share_text(0.498) == "49.8%" and share_text(0.49996) == "49.996%"
+    assert share_text(0.5) == "50%" and share_text(0.5004) == "50%"
+    assert share_text(0.67) == "67%" and share_text(-0.3) == "-30%"
+    assert FILTERS["share"](0.498) == "49.8%" and FILTERS["share"](None) == "n/a"

@@ -45,6 +45,7 @@ from forensics.replay.plan import BIG
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.counterfactual import batch_costs
 from forensics.replay.state import StepRow, advance, restore, set_hparams
+from forensics.replay.verdicts import share_text
 from forensics.sim.model import GPT
 
 FIX_BETA2 = 0.95
@@ -131,8 +132,8 @@ class FixShare:
             )  # fmt: skip
             return head + f"the fix's share is not measured: {why}"
         return head + (
-            f"the fix removes {self.share:.0%} of the damage: the largest loss above the run "
-            f"without the trigger (batches {hard} skipped) on the ordinary batches through "
+            f"the fix removes {share_text(self.share)} of the damage: the largest loss above "
+            f"the run without the trigger (batches {hard} skipped) on the ordinary batches through "
             f"step {self.end_step} is {left:.3g} (step {at_fixed}) instead of {hurt:.3g} "
             f"(step {at})"
         )

@@ -43,6 +43,7 @@ from forensics.replay.probes.counterfactual import Window, measure, rerun
 from forensics.replay.probes.fix_share import measure_fix
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
 from forensics.replay.state import StateUnavailable
+from forensics.replay.verdicts import share_text
 
 COUNTERFACTUAL_BETA2 = 0.95
 LR_FACTOR = 0.5
@@ -98,7 +99,9 @@ def _plain_fix(s: Session, res: ReplayResult) -> None:
         return
     w, _ = measure(s, steps, cf)
     res.numbers["kept_plain"] = w.kept
-    res.detail += f"; beta2 = 0.95 alone (no reset) removes {1 - w.kept:.0%} of the added loss"
+    res.detail += (
+        f"; beta2 = 0.95 alone (no reset) removes {share_text(1 - w.kept)} of the added loss"
+    )
 
 
 def _config_beta2(s: Session) -> float | None:
