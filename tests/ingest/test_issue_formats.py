@@ -9,21 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from forensics.ingest import ingest
-from forensics.store import open_store
-
-
-def _stored(tmp_path: Path, text: str, name: str = "train.log") -> tuple[str, dict, list[str]]:
-    path = tmp_path / name
-    path.write_text(text)
-    with open_store(tmp_path / "t.duckdb") as store:
-        (summary,) = ingest(store, [path])
-        (source,) = summary.sources
-        long = store.metrics_long(summary.run)
-    out: dict[str, dict[int, float]] = {}
-    for step, metric, value, _ in long.iter_rows():
-        out.setdefault(metric, {})[step] = value
-    return source.format, out, source.warnings
+from issue_log_helpers import stored as _stored
 
 
 def test_hf_trainer_stdout_dicts_without_a_step(tmp_path: Path) -> None:

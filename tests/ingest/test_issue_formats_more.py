@@ -11,32 +11,15 @@ from __future__ import annotations
 
 import math
 import random
-import tempfile
 from pathlib import Path
 
 import pytest
+from issue_log_helpers import stored as _stored
 
 from forensics.analyze import AnalyzeOptions, analyze
 from forensics.errors import InputError
-from forensics.ingest import ingest
 from forensics.ingest.readers.generic import read_generic
 from forensics.store import open_store
-
-
-def _stored(tmp_path: Path, text: str, name: str = "train.log") -> tuple[str, dict, list[str]]:
-    """(format, {metric: {step: value}}, warnings) of `text` ingested from a file (in a
-    folder of its own, so that a test may ingest several)."""
-    folder = Path(tempfile.mkdtemp(dir=tmp_path))
-    path = folder / name
-    path.write_text(text, encoding="utf-8")
-    with open_store(folder / "t.duckdb") as store:
-        (summary,) = ingest(store, [path])
-        (source,) = summary.sources
-        long = store.metrics_long(summary.run)
-    out: dict[str, dict[int, float]] = {}
-    for step, metric, value, _ in long.iter_rows():
-        out.setdefault(metric, {})[step] = value
-    return source.format, out, source.warnings
 
 
 def _events(tmp_path: Path, text: str) -> list[tuple[int, str]]:
