@@ -31,6 +31,11 @@ class StateUnavailable(Exception):
     """The training state cannot be rebuilt; the message says why (stored as a probe detail)."""
 
 
+def usable(c: Checkpoint) -> bool:
+    """Replay can restore it and re-run steps: the reference model, with optimizer state."""
+    return c.has_optimizer and c.reference_model
+
+
 def pick_checkpoint(data: RunData, before: int) -> Checkpoint:
     """The latest checkpoint strictly before `before` that replay can restore.
 
@@ -41,9 +46,9 @@ def pick_checkpoint(data: RunData, before: int) -> Checkpoint:
     if not older:
         have = ", ".join(str(c.step) for c in data.checkpoints) or "none"
         raise StateUnavailable(f"no checkpoint before step {before} (checkpoints at: {have})")
-    usable = [c for c in older if c.has_optimizer and c.reference_model]
-    if usable:
-        return usable[-1]
+    ok = [c for c in older if usable(c)]
+    if ok:
+        return ok[-1]
     last = older[-1]
     if not last.reference_model:
         arch = last.arch or "unknown"

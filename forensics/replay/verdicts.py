@@ -143,9 +143,10 @@ def fix_measure(numbers: dict[str, Any]) -> str:
     what = "largest loss above the run without the trigger on the ordinary batches"
     if hurt is None or left is None:
         return what
+    beta2 = (numbers.get("fix_changes") or {}).get("beta2", 0.95)
     return (
         f"{what}, {hurt:.3g} at step {numbers.get('fix_damage_step')}, {left:.3g} with beta2 = "
-        f"0.95 alone from the checkpoint of step {numbers.get('fix_checkpoint_step')}"
+        f"{beta2:g} alone from the checkpoint of step {numbers.get('fix_checkpoint_step')}"
     )
 
 

@@ -105,6 +105,17 @@ def batch_costs(s: Session, steps: list[int]) -> dict[int, float]:
     return s.costs
 
 
+def noise_allowance(s: Session) -> float:
+    """a: 3 x the robust noise of the logged loss before the incident."""
+    return 3.0 * s.plan.noise
+
+
+def is_ordinary(s: Session, cost: float) -> bool:
+    """A batch whose own cost b(t) is finite and within the noise allowance of the pre-spike
+    trend; the others are hard in themselves (the data's signature: module doc)."""
+    return math.isfinite(cost) and cost - s.plan.trend <= noise_allowance(s)
+
+
 def trajectory_excess(loss: float | None, cost: float) -> float:
     """loss(t) - b(t): the part of a step's loss that the updates since the window start
     added; a NaN/Inf loss on a batch that is finite at the start counts as BIG."""
@@ -177,8 +188,8 @@ def measure(s: Session, steps: list[int], cf: dict[int, StepRow]) -> tuple[Windo
     logged = [s.data.value("loss", t) for t in steps]
     first = min(s.plan.incident.onset, s.plan.offending)
     pre_rows = [r for t, r in sorted(s.rows.items()) if t < first]
-    a = 3.0 * s.plan.noise
-    ordinary = [i for i, c in enumerate(costs) if math.isfinite(c) and c - s.plan.trend <= a]
+    a = noise_allowance(s)
+    ordinary = [i for i, c in enumerate(costs) if is_ordinary(s, c)]
 
     def peak(losses: list[float | None]) -> float:
         """Largest added loss over the ordinary batches (0 when there is none)."""

@@ -43,8 +43,16 @@ from typing import Any
 from forensics.replay.context import Checkpoint
 from forensics.replay.plan import BIG
 from forensics.replay.probes.base import Session
-from forensics.replay.probes.counterfactual import batch_costs
-from forensics.replay.state import StepRow, advance, restore, set_hparams
+from forensics.replay.probes.counterfactual import batch_costs, is_ordinary, noise_allowance
+from forensics.replay.state import (
+    StateUnavailable,
+    StepRow,
+    advance,
+    pick_checkpoint,
+    restore,
+    set_hparams,
+    usable,
+)
 from forensics.replay.verdicts import share_text
 from forensics.sim.model import GPT
 
@@ -161,11 +169,13 @@ def fix_checkpoint(s: Session) -> Checkpoint | None:
     SETTLE (and at most MAX_BACK) steps before the incident's first step, else the one the
     runner restored."""
     first = min(s.plan.incident.onset, s.plan.offending)
-    usable = [c for c in s.data.checkpoints if c.has_optimizer and c.reference_model]
-    settled = [c for c in usable if first - MAX_BACK <= c.step <= first - SETTLE]
-    if settled:
-        return max(settled, key=lambda c: c.step)
-    restored = [c for c in usable if c.step == s.checkpoint_step]
+    try:
+        settled = pick_checkpoint(s.data, first - SETTLE + 1)
+        if settled.step >= first - MAX_BACK:
+            return settled
+    except StateUnavailable:
+        pass
+    restored = [c for c in s.data.checkpoints if c.step == s.checkpoint_step and usable(c)]
     return restored[-1] if restored else None
 
 
@@ -178,8 +188,7 @@ def measure_fix(s: Session, changes: dict[str, Any]) -> FixShare | None:
     end = s.plan.end
     window = list(range(ckpt.step + 1, end + 1))
     costs = batch_costs(s, window)
-    a = 3.0 * s.plan.noise
-    hard = [t for t in window if not (math.isfinite(costs[t]) and costs[t] - s.plan.trend <= a)]
+    hard = [t for t in window if not is_ordinary(s, costs[t])]
     if s.resumed_step == ckpt.step and all(t in s.rows for t in window):
         original = {t: s.rows[t] for t in window}
     else:
@@ -193,8 +202,9 @@ def measure_fix(s: Session, changes: dict[str, Any]) -> FixShare | None:
         return [float(rows[t]["loss"]) for t in steps]
 
     return FixShare(
-        ckpt.step, end, hard, steps, loss(original), loss(fixed), loss(clean), a, changes
-    )
+        ckpt.step, end, hard, steps, loss(original), loss(fixed), loss(clean),
+        noise_allowance(s), changes,
+    )  # fmt: skip
 
 
 def _from(

@@ -40,12 +40,12 @@ from typing import Any
 
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.counterfactual import Window, measure, rerun
-from forensics.replay.probes.fix_share import measure_fix
+from forensics.replay.probes.fix_share import FIX_BETA2, measure_fix
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
 from forensics.replay.state import StateUnavailable
 from forensics.replay.verdicts import share_text
 
-COUNTERFACTUAL_BETA2 = 0.95
+COUNTERFACTUAL_BETA2 = FIX_BETA2  # the mechanism test and the fix's share use the same beta2
 LR_FACTOR = 0.5
 BLOWUP = 2.0  # a normalized step at least 2x its pre-spike level has blown up
 # Confirming beta2 needs the counterfactual to remove at least a quarter of the normalized
