@@ -44,7 +44,7 @@ from forensics.replay.hf_model import (
 )
 from forensics.replay.manifest_source import load_recorded, recorded_batches
 from forensics.replay.measure import Batch, token_losses
-from forensics.replay.plan import Plan, excess, make_plan, restore_before
+from forensics.replay.plan import Plan, excess, make_plan, prefer_lead, restore_before
 from forensics.replay.probes import data_corruption as dc
 from forensics.replay.probes import optimizer, rare_tokens
 from forensics.replay.probes.base import Session
@@ -204,8 +204,7 @@ def _checkpoint(run: HFRun, plan: Plan) -> Checkpoint:
         raise StateUnavailable(
             f"no checkpoint before step {plan.offending} (checkpoints at: {have})"
         )
-    lead = [c for c in older if c.step < restore_before(plan)]
-    return (lead or older)[-1]
+    return prefer_lead(older, restore_before(plan))
 
 
 def _state_probes(

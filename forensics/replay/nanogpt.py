@@ -35,7 +35,7 @@ import torch
 
 from forensics.replay.context import Checkpoint, RunData
 from forensics.replay.measure import Batch, token_losses
-from forensics.replay.plan import excess
+from forensics.replay.plan import excess, prefer_lead
 from forensics.replay.probes import data_corruption, optimizer, overflow, rare_tokens
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.counterfactual import raise_second_moment
@@ -60,8 +60,9 @@ def nanogpt_checkpoint(
     after step iter_num - 1 at or before the window's start), else None (also when the run
     has no nanoGPT checkpoint at all)."""
     usable = [c for c in data.checkpoints if c.step <= offending and is_nanogpt(Path(c.path))]
-    lead = [c for c in usable if before is not None and c.step <= before]
-    return (lead or usable)[-1] if usable else None
+    if not usable:
+        return None
+    return usable[-1] if before is None else prefer_lead(usable, before + 1)
 
 
 def has_nanogpt_checkpoint(data: RunData) -> bool:

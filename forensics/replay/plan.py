@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from forensics.replay.context import Incident, RunData
+from forensics.replay.context import Checkpoint, Incident, RunData
 
 REF_WINDOW = 100  # logged steps before the onset that define what a typical loss is
 TYPICAL_Z = 5.0  # ... within this many robust standard deviations of their median
@@ -86,6 +86,14 @@ def restore_before(plan: Plan) -> int:
     onset would cut those updates out of the replay and of every counterfactual, leaving them
     to compare only models that are already off (and every batch looking hard on them)."""
     return plan.start + 1
+
+
+def prefer_lead(ckpts: list[Checkpoint], before: int) -> Checkpoint:
+    """The latest of `ckpts` (non-empty, in step order) saved before step `before`
+    (restore_before), else the latest of them: the rule for the checkpoints a run's own
+    trainer restores (Hugging Face, nanoGPT); the reference model's is runner.restore_checkpoint."""
+    lead = [c for c in ckpts if c.step < before]
+    return (lead or ckpts)[-1]
 
 
 def reference_band(data: RunData, before: int) -> Band:
