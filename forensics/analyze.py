@@ -213,18 +213,20 @@ def _detect_all(ctx: AnalyzeContext) -> dict[str, Detection]:
     """Detect every run of the store at once, so each run's cross-run evidence (stored in
     its hypotheses) knows all the others and agrees with the `recurrences` table. Runs the
     store held before keep the replay verdicts of incidents detected where they were."""
-    from forensics.replay.kept import keep, restore
+    from forensics.replay.kept import redetect
 
     ctx.progress("detect (every run, with cross-run evidence)")
-    kept = keep(ctx.store)
-    dets = detect(
+    opts = ctx.options
+    dets, note = redetect(
         ctx.store,
-        None,
-        config=ctx.options.config,
-        rules_dirs=ctx.options.rules_dirs,
-        gpu_hour_cost=ctx.options.gpu_hour_cost,
+        lambda: detect(
+            ctx.store,
+            None,
+            config=opts.config,
+            rules_dirs=opts.rules_dirs,
+            gpu_hour_cost=opts.gpu_hour_cost,
+        ),
     )
-    note = restore(ctx.store, kept).note()
     if note:
         ctx.notes.append(note)
     return {d.run_id: d for d in dets}

@@ -110,11 +110,9 @@ def compare(
     with `out`, draw the overlay of the runs around the most shared recurring step. Replay
     verdicts of incidents detected where they were are kept (replay/kept.py)."""
     from forensics.detect import detect
-    from forensics.replay.kept import keep, restore
+    from forensics.replay.kept import redetect
 
-    kept = keep(store)
-    detect(store, None, rules_dirs=rules_dirs)
-    note = restore(store, kept).note()
+    _, note = redetect(store, lambda: detect(store, None, rules_dirs=rules_dirs))
     fleet = read(store)
     if note:
         fleet.notes.append(note)

@@ -11,12 +11,14 @@ GPU replay are not thrown away for a table that only gained cross-run evidence.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from forensics.store.db import Store
 
 Location = tuple[int, int, int | None]  # onset, peak, end step
+T = TypeVar("T")
 
 REPLAY_COLUMNS = ("probe", "hypothesis", "verdict", "numbers", "detail", "device", "wall_s",
                   "replayed_at")  # fmt: skip
@@ -85,3 +87,11 @@ def restore(store: Store, kept: Kept) -> Kept:
     for run_id in kept.restored:
         apply_verdicts(store, run_id)
     return kept
+
+
+def redetect(store: Store, detect: Callable[[], T]) -> tuple[T, str | None]:
+    """Run `detect` (a re-detection of the store's runs) keeping the replays of incidents it
+    finds where they were; its result and the note on those it moved (Kept.note)."""
+    kept = keep(store)
+    out = detect()
+    return out, restore(store, kept).note()
