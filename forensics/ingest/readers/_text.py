@@ -136,13 +136,11 @@ def line_frame(text: str) -> pl.DataFrame:
     15:06:19,825] [INFO] ... OVERFLOW! ...`) is cut off onto a line of its own.
     """
     if "\r" in text:
-        text = text.replace("\r\n", "\n")
-        if "\r" in text:
-            text = text.replace("\r", "\n")
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     if "][" in text and _GLUED_RECORD.search(text):
         text = _GLUED_RECORD.sub("]\n[", text)
     frame = pl.DataFrame({"text": [text]}, schema={"text": pl.Utf8}).select(
-        pl.col("text").str.split("\n").explode().str.strip_chars_end("\r")
+        pl.col("text").str.split("\n").explode()
     )
     if text.endswith("\n"):
         frame = frame.head(frame.height - 1)
