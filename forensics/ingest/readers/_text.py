@@ -78,13 +78,15 @@ def looks_like_text_log(path: Path, head: str) -> bool:
 
 def head_lines(head: str) -> list[str]:
     """The complete lines of a sniff head (a head cut at 64 KiB ends mid-line)."""
-    text = head.removeprefix("\ufeff")
-    if "][" in text:
-        text = _GLUED_RECORD.sub("]\n[", text)
-    lines = text.splitlines()
+    lines = _unglued(head.removeprefix("\ufeff")).splitlines()
     if len(head.encode("utf-8", errors="replace")) >= HEAD_BYTES and lines:
         lines.pop()
     return lines
+
+
+def _unglued(text: str) -> str:
+    """`text` with each logger record glued to a progress bar's end put on a line of its own."""
+    return _GLUED_RECORD.sub("]\n[", text) if "][" in text else text
 
 
 def scan_beyond_head(path: Path, found: Callable[[str], bool]) -> bool:
@@ -137,8 +139,7 @@ def line_frame(text: str) -> pl.DataFrame:
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if "][" in text and _GLUED_RECORD.search(text):
-        text = _GLUED_RECORD.sub("]\n[", text)
+    text = _unglued(text)
     frame = pl.DataFrame({"text": [text]}, schema={"text": pl.Utf8}).select(
         pl.col("text").str.split("\n").explode()
     )
