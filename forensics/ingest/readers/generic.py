@@ -547,7 +547,7 @@ def extract(
     hit = prepared.join(step_tbl, on="tpl", how="inner", maintain_order="left").with_columns(
         pl.col("body").str.extract_all(NUM).alias("nums")
     )
-    hit = _steps(hit, _epoch_headers(prepared, found, notes), notes)
+    hit = _steps(hit, _epoch_headers(prepared, found, notes))
     if any(t.bar for t in found.values()):
         hit = _training_bar_only(hit, [k for k, t in found.items() if t.bar], notes)
     # records whose step slot is not an integer (a decimal where a step was): not records
@@ -636,7 +636,7 @@ def _overflow_rows(
     return pl.concat([rows, counts, scales]).sort("line", maintain_order=True)
 
 
-def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) -> pl.DataFrame:
+def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None) -> pl.DataFrame:
     """The `step` of every record line: its step slot; with an epoch, the counter within the
     epoch added to the batches of the epochs before (`Epoch [E][i/N]`, `Epoch E: .. i/N`,
     `[epoch=E][batch=i/N]`, or `i/N` after an `Epoch E/M` line); in file order for logs
@@ -644,8 +644,8 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
     slot = pl.col("step_slot")
     num = pl.col("nums").list.get
     step = num(slot, null_on_oob=True).cast(pl.Int64, strict=False)
+    ordinal = pl.col("ordinal").cast(pl.Int64).cum_sum()
     if headers is None and hit["epoch_slot"].is_null().all():  # most logs: the step as printed
-        ordinal = pl.col("ordinal").cast(pl.Int64).cum_sum()
         return hit.with_columns(
             pl.when(pl.col("ordinal")).then(ordinal).otherwise(step).alias("step")
         )
@@ -666,7 +666,7 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
     base = pl.min_horizontal(epoch.min().over("tpl"), pl.lit(1))
     return hit.with_columns(
         pl.when(pl.col("ordinal"))
-        .then(pl.col("ordinal").cast(pl.Int64).cum_sum())
+        .then(ordinal)
         .when(epoch.is_not_null() & total.is_not_null())
         .then((epoch - base) * total + pl.col("_step"))
         .when(slot.is_not_null())
