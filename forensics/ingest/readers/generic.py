@@ -627,12 +627,13 @@ def _overflow_rows(
     )
     scales = per_step.filter(
         pl.col("scale").is_not_null() & ~pl.col("step").is_in(printed.implode())
-    ).select("line", "step", pl.lit("loss_scale").alias("raw_name"), pl.col("scale"), none)
+    ).select(
+        "line", "step", pl.lit("loss_scale").alias("raw_name"), pl.col("scale").alias("value"), none
+    )
     notes.append(
         f"generic reader: {hit.height} loss-scaler overflow lines, counted as `overflow` at "
         "the step of the record after them (events of kind 'overflow')"
     )
-    scales = scales.rename({"scale": "value"})
     return pl.concat([rows, counts, scales]).sort("line", maintain_order=True)
 
 
