@@ -126,6 +126,10 @@ _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step li
 _GLUED = re.compile(r"([A-Za-z%]{1,4})(?:[\s|,;)]|$)")
 _UNIT_GLUED = re.compile(r"^[^\s|,;:=()\[\]]+(?=[\s|,;])")
 _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
+# The opening of a value printed in brackets or quotes after its key: `lr=[`, `loss: [`, `': '`.
+_OPEN_VALUE = re.compile(r"(?:(?<=[=:])\s*\[|(?<=['\"]:\s)'|(?<=['\"]:)'|(?<==)['\"])\s*\Z")
+# A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
+_TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
 # `file.cu:675` in an error or warning message is a source line, not a metric.
 _SOURCE_FILE = re.compile(r"\.(?:py|pyx|cu|cuh|c|cc|cpp|cxx|h|hpp|rs|go|java|js|ts|sh)\Z")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
@@ -184,11 +188,21 @@ def _clean_key(text: str) -> str:
 
 
 def _key_before(lit: str) -> str:
-    """The name a slot's preceding text gives it: the last field's text, separators off."""
-    body = lit.rstrip(" \t:=#")
+    """The name a slot's preceding text gives it: the last field's text, separators off.
+    A value printed in brackets or quotes (`lr=[1e-06]`, `loss: [nan]`, `'loss': '1.02'`)
+    keeps its key; a key in brackets (`[Loss] 51566519.44 | [step] 89`) is that key."""
+    body = _OPEN_VALUE.sub("", lit).rstrip(" \t:=#")
     if not body:
         return ""
+    tag = _TAG_KEY.search(body)
+    if tag:
+        return _clean_key(tag.group(1))
     return _clean_key(_FIELD_SEP.split(body)[-1])
+
+
+def _tagged(lit: str) -> bool:
+    """The slot's key is printed in brackets (`| [step]    89`): a key, wherever it stands."""
+    return _TAG_KEY.search(_OPEN_VALUE.sub("", lit).rstrip(" \t:=#")) is not None
 
 
 def _key_after(lit: str) -> str:
@@ -211,6 +225,8 @@ def infer(text: str, count: int) -> Template:
         elif before.rstrip().endswith(("(", "(+", "(-")):
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
         elif i and not before:  # glued to the previous number (`1.5.2`, a date): not a value
+            skip.add(i)
+        elif before[-1:].isalpha():  # glued to a word (`-100.000x1e-2`): part of a token
             skip.add(i)
         elif i and before == ":" and i + 1 < len(lits) - 1 and lits[i + 1] == ":":
             skip.update({i - 1, i, i + 1})  # a clock `2:46:39` (an ETA), not three values
@@ -246,7 +262,10 @@ def infer(text: str, count: int) -> Template:
         elif split_word and split_word not in key.lower() and "loss" in key.lower():
             key = f"{split_word} {key}"
         tpl.names[i] = key
-    late = tpl.bar or (tpl.step_slot is not None and lowered[tpl.step_slot] in _LATE_STEP_KEYS)
+    late = tpl.bar or (
+        tpl.step_slot is not None
+        and (lowered[tpl.step_slot] in _LATE_STEP_KEYS or _tagged(lits[tpl.step_slot]))
+    )
     if tpl.step_slot is not None and (
         (tpl.step_slot > _MAX_STEP_SLOT and not late) or len(tpl.names) > _MAX_FIELDS
     ):
