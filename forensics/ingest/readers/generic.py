@@ -119,6 +119,9 @@ _COUNTER = re.compile(r"\x00\s*/\s*\x00")  # an `i / N` progress counter in a te
 _BAR = re.compile(r"%\|[^|\x00]*\|")  # tqdm's bar glyphs, which vary from line to line
 # `Epoch 2/10` alone on a line (Keras): the epoch of the records after it.
 _EPOCH_HEADER = re.compile(r"^\s*(?i:epoch)\s*\x00(?:\s*/\s*\x00)?\s*:?\s*$")
+_STEP_WORDS = {"iter", "iters", "iteration", "iterations", "step", "steps"}
+_SUMMARY_WORDS = {"averaged", "average", "summary", "epoch"}
+_NEXT_BRACKET = re.compile(r"\]\s*\[\s*\Z")  # `][`, `]  [ `: the next bracketed counter
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-\s|=(?=\s)")
 _WORD = re.compile(r"[A-Za-z]")
@@ -262,6 +265,8 @@ def infer(text: str, count: int) -> Template:
         elif split_word and split_word not in key.lower() and "loss" in key.lower():
             key = f"{split_word} {key}"
         tpl.names[i] = key
+    if tpl.step_slot is None:
+        _total_counter(tpl, lowered)
     late = tpl.bar or (
         tpl.step_slot is not None
         and (lowered[tpl.step_slot] in _LATE_STEP_KEYS or _tagged(lits[tpl.step_slot]))
@@ -349,13 +354,28 @@ def _is_loss(key: str) -> bool:
 
 
 def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
-    """mmengine / mmcv `Epoch [E][i/N]` or `Epoch(train) [E][i/N]`: the step is the
-    iteration counted over epochs."""
+    """mmengine / mmcv `Epoch [E][i/N]` or `Epoch(train) [E][i/N]`, the PyTorch examples'
+    `Epoch: [E/M][ i/N]`, MAE-style MetricLogger `Epoch: [E]  [  i/N]` (LLaMA-Adapter,
+    BEiT): the step is the iteration counted over epochs."""
     for i in range(1, len(lits) - 2):
-        bracketed = lits[i].endswith("][") and lits[i + 1] == "/" and lits[i - 1].endswith("[")
-        if bracketed and "epoch" in lits[i - 1].lower():
-            tpl.epoch_slot, tpl.step_slot, tpl.total_slot = i - 1, i, i + 1
-            skip.update({i - 1, i + 1})
+        if lits[i + 1].strip() != "/" or not _NEXT_BRACKET.search(lits[i]):
+            continue
+        j = i - 2 if i >= 2 and lits[i - 1].strip() == "/" else i - 1  # `[E/M]`: M epochs
+        if lits[j].rstrip().endswith("[") and "epoch" in lits[j].lower():
+            tpl.epoch_slot, tpl.step_slot, tpl.total_slot = j, i, i + 1
+            skip.update({j, i - 1, i + 1} if j == i - 2 else {j, i + 1})
+            return
+
+
+def _total_counter(tpl: Template, lowered: list[str]) -> None:
+    """`Total iter: 10, epoch: 0, batch: 10, loss: [nan]` (PaddleSlim): a `total` counter is
+    the step of a line that also reports a loss (alone, `Total steps = 1548` is a setting)."""
+    for i, key in list(tpl.names.items()):
+        words = lowered[i].split()
+        if len(words) == 2 and words[0] == "total" and words[1] in _STEP_WORDS:
+            if any(_is_loss(k) for j, k in tpl.names.items() if j != i):
+                del tpl.names[i]
+                tpl.step_slot, tpl.keyed = i, True
             return
 
 
@@ -458,11 +478,13 @@ def _summaries(found: dict[str, Template], notes: list[str]) -> None:
 
 
 def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
-    """Per-epoch summary lines beside per-iteration lines (fairseq's `| epoch 027 | loss 6.3
-    | ... | num_updates 10198` after its `epoch 027:  450 / 1891 loss=...` lines): when the
-    most frequent kind of record giving the training loss counts its progress (`i / N`),
-    a kind with an `epoch` field, no such counter and at most a fifth as many lines
-    averages over the epoch; its metrics are stored as `epoch/<name>`."""
+    """Per-epoch summary lines beside per-iteration lines are kept apart as `epoch/<name>`:
+    fairseq's `| epoch 027 | loss 6.3 | ... | num_updates 10198` after its `epoch 027:  450 /
+    1891 loss=...` lines (when the most frequent kind of record giving the training loss
+    counts its progress `i / N`, a kind with an `epoch` field, no such counter and at most a
+    fifth as many lines), and, beside records with a step, a line without one that has an
+    `epoch` field or says it averages (MAE-style `Averaged stats: lr: ... loss: 6.6 (6.59)`,
+    nanoVLM's `Epoch 1 | Train Loss: 2.1 | Val Loss: 2.3`)."""
     table = alias_table()
     lossy = [
         t
@@ -472,16 +494,29 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
     if len(lossy) < 2:
         return
     main = max(lossy, key=lambda t: (t.is_record, t.lines))
-    if not _COUNTER.search(main.text):
-        return
+    counted = _COUNTER.search(main.text) is not None
+    stepped = main.is_record and main.step_slot is not None
     for t in lossy:
         keys = {k.lower() for k in t.names.values()}
-        if "epoch" in keys and t.lines * 5 <= main.lines and not _COUNTER.search(t.text):
+        summary = counted and "epoch" in keys and t.lines * 5 <= main.lines
+        summary = summary and not _COUNTER.search(t.text)
+        if stepped and not t.is_record:
+            summary = summary or "epoch" in keys or bool(_SUMMARY_WORDS & _literal_words(t))
+        if summary:
             t.names = {i: k if k.lower() == "epoch" else f"epoch/{k}" for i, k in t.names.items()}
             notes.append(
                 f"generic reader: {t.lines} lines like '{t.shown()[:100]}' summarise an epoch: "
                 "stored as epoch/<name>, apart from the per-iteration values"
             )
+
+
+def _literal_words(t: Template) -> set[str]:
+    """The words of a template outside its metric names (`Averaged stats: lr: <lr>` ->
+    {averaged, stats})."""
+    text = t.text
+    for key in sorted(t.names.values(), key=len, reverse=True):
+        text = text.replace(key, " ")
+    return set(re.findall(r"[a-z]+", text.lower()))
 
 
 def _attach_to_bars(found: dict[str, Template], notes: list[str]) -> None:
