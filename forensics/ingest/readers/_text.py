@@ -57,8 +57,18 @@ SCAN_LIMIT = 4 * 1024 * 1024
 _SCAN_CHUNK = 1024 * 1024
 _OVERLAP = 4096  # re-read of the head's tail: a line cut at 64 KiB is seen whole
 
-# `...s/it][2021-02-04 15:06:19,825] [INFO] ...`: a logger's record after a tqdm bar.
-_GLUED_RECORD = re.compile(r"\]\[(?=\d{4}-\d\d-\d\d[ T]\d\d:\d\d)")
+# What a tqdm bar leaves glued after itself when it prints no newline: a logger's record
+# (`...s/it][2021-02-04 15:06:19,825] [INFO] ...`, rich's `...Tflops][09/30/22 02:46:23]
+# WARNING ...`, `...s/step]2025-08-23 06:19:20,889 - trainer - WARNING - ...`), a printed
+# dict (`...10.13s/it]{'loss': nan, ...}`, `...15.11s/it{'loss': 0.25, ...}`) or a message
+# (`...1.69it/s]Validation Summary Epoch: [20] ...`). One pattern for Python (the sniff's
+# head) and polars (the whole file): no look-around, the two cut parts are groups.
+_GLUED_RECORD = (
+    r"(\]|s/it)(\[?(?:\d{4}-\d\d-\d\d[ T]|\d\d/\d\d/\d\d(?:\d\d)? )\d\d:\d\d|\{')"
+    r"|((?:it/s|s/it|s/step)\])([A-Z][a-z])"
+)
+_GLUED_RE = re.compile(_GLUED_RECORD)
+_GLUE_MARKS = ("]", "s/it")  # without either nothing is glued
 # Python/Rust-compatible number syntax, used by both readers' regexes.
 NUMBER = r"[-+]?(?:(?i:nan|inf(?:inity)?)|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
 _SUFFIX_SCALE = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
@@ -85,8 +95,10 @@ def head_lines(head: str) -> list[str]:
 
 
 def _unglued(text: str) -> str:
-    """`text` with each logger record glued to a progress bar's end put on a line of its own."""
-    return _GLUED_RECORD.sub("]\n[", text) if "][" in text else text
+    """`text` with whatever a progress bar left glued to its end put on a line of its own."""
+    if not any(mark in text for mark in _GLUE_MARKS):
+        return text
+    return _GLUED_RE.sub(r"\1\3\n\2\4", text)
 
 
 def scan_beyond_head(path: Path, found: Callable[[str], bool]) -> bool:
@@ -139,9 +151,11 @@ def line_frame(text: str) -> pl.DataFrame:
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _unglued(text)
+    col = pl.col("text")
+    if any(mark in text for mark in _GLUE_MARKS):
+        col = col.str.replace_all(_GLUED_RECORD, "${1}${3}\n${2}${4}")
     frame = pl.DataFrame({"text": [text]}, schema={"text": pl.Utf8}).select(
-        pl.col("text").str.split("\n").explode()
+        col.str.split("\n").explode()
     )
     if text.endswith("\n"):
         frame = frame.head(frame.height - 1)

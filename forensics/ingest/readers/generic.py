@@ -85,12 +85,14 @@ _PREFIX = (
     r"))+\s*"
 )
 # Keys that name the step counter, best first (litgpt prints `iter N step M`: M is the step;
-# fairseq prints `epoch 001:  450 / 1891 ... num_updates=445`: the update count is the step).
+# fairseq prints `epoch 001:  450 / 1891 ... num_updates=445`: the update count is the step;
+# `g_step 2000, step 152, ...`: the global count wins over a count within the epoch).
 _STEP_KEYS = (
-    "step",
     "global_step",
     "global step",
+    "g_step",
     "num_updates",
+    "step",
     "steps",
     "iteration",
     "iter",
@@ -100,7 +102,7 @@ _STEP_KEYS = (
 )
 # Step keys that name a global counter wherever they stand in the line (fairseq prints
 # num_updates after a dozen other fields); the others count only among the first slots.
-_LATE_STEP_KEYS = {"global_step", "global step", "num_updates"}
+_LATE_STEP_KEYS = {"global_step", "global step", "g_step", "num_updates"}
 # `completed step: 10` (MaxText), `Training Iteration: 1787` (NVIDIA DLLogger): a phrase whose
 # last word names the step, unless another word says it is a setting, not the counter.
 _PHRASE_STEP = {"step", "iteration"}
@@ -114,7 +116,9 @@ _NOT_COUNTER = {
 _TRAIN_BAR_WORDS = {"epoch", "train", "training", "step", "steps", "iteration", "iterations"}
 # A loss scaler's overflow report, and the scale it sets (`... reducing to 4194304.0`).
 _OVERFLOW = r"(?i)\boverflow\b.*(?:skip|loss.?scal)"
-_NEW_SCALE = r"(?i).*\bto:?\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
+# (`reducing to 4`, `setting loss scale to: 0.0625`, apex `reducing loss scale to 32768.0`;
+# DeepSpeed's `... but hysteresis is 2. Reducing hysteresis to 1` leaves the scale as it is)
+_NEW_SCALE = r"(?i).*\b(?:reducing|scale)\s+to:?\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
 _COUNTER = re.compile(r"\x00\s*/\s*\x00")  # an `i / N` progress counter in a template
 _BAR = re.compile(r"%\|[^|\x00]*\|")  # tqdm's bar glyphs, which vary from line to line
 # `Epoch 2/10` alone on a line (Keras): the epoch of the records after it.
@@ -231,6 +235,8 @@ def infer(text: str, count: int) -> Template:
             skip.add(i)
         elif before[-1:].isalpha():  # glued to a word (`-100.000x1e-2`): part of a token
             skip.add(i)
+        elif i + 2 < len(lits) and lits[i + 1] == "/" and lits[i + 2][:1] == "/":
+            skip.update({i, i + 1})  # `nan/inf/spiky`, a date `2024/05/01`: words, not values
         elif i and before == ":" and i + 1 < len(lits) - 1 and lits[i + 1] == ":":
             skip.update({i - 1, i, i + 1})  # a clock `2:46:39` (an ETA), not three values
     lowered = [b.lower().lstrip("[") for b in befores]
@@ -312,7 +318,12 @@ def _progress_bar(lits: list[str], skip: set[int]) -> tuple[int, int] | None:
     """A tqdm bar `desc: 12%|BAR| n/N [elapsed<left, rate, postfix]`: (percent slot, counter
     slot). The percentage is not a metric; the counter may be the step (`_bar_step`)."""
     for i in range(len(lits) - 3):
-        if lits[i + 1].startswith("%|") and lits[i + 2].strip() == "/":
+        # `12%|██▏ | 4/18 [...]`, or without the glyphs as rich / notebooks print it
+        # (`0% 431/788222 [29:28<796:09:33, ...]`, ColossalAI)
+        drawn = lits[i + 1].startswith("%|") or (
+            lits[i + 1] == "% " and lits[i + 3].startswith(" [")
+        )
+        if drawn and lits[i + 2].strip() == "/":
             skip.add(i)
             return i, i + 1
     return None

@@ -149,10 +149,10 @@ def _mend_wrapped(records: pl.DataFrame, lines: pl.DataFrame, warnings: list[str
     Megatron ends every record with `|`, so a record without one was wrapped or cut.
     Only those few rows go through Python.
     """
-    open_ = records.filter(
-        (pl.col("style") == "megatron") & ~pl.col("rest").str.strip_chars_end().str.ends_with("|")
-    )
-    if open_.height == 0:
+    closed = pl.col("rest").str.strip_chars_end().str.ends_with("|")
+    megatron = records.filter(pl.col("style") == "megatron")
+    open_ = megatron.filter(~closed)
+    if open_.height == 0 or open_.height == megatron.height:  # none closes: not wrapped
         return records
     texts = lines["text"].to_list()
     fixed: dict[int, str] = {}
@@ -182,7 +182,11 @@ def _split_open(records: pl.DataFrame, cut_line: int | None, warnings: list[str]
     of 2.247). The complete fields before it are kept.
     """
     unclosed = ~pl.col("rest").str.strip_chars_end().str.ends_with("|")
-    is_open = unclosed & ((pl.col("style") == "megatron") | (pl.col("line") == (cut_line or -1)))
+    closing = bool(records.filter(pl.col("style") == "megatron").select((~unclosed).any()).item())
+    # a log none of whose records ends with `|` (NeMo's `Training epoch 0, iteration 120/149 |
+    # ... | val_loss: 4.106`) has that style: only a record on a cut last line is unfinished
+    style = (pl.col("style") == "megatron") & pl.lit(closing)
+    is_open = unclosed & (style | (pl.col("line") == (cut_line or -1)))
     open_ = records.filter(is_open)
     if open_.height == 0:
         return records
@@ -296,6 +300,31 @@ def _values(fields: pl.DataFrame, path: Path, warnings: list[str]) -> pl.DataFra
             f"at line {row['line']})"
         )
     return fields.filter(pl.col("value").is_not_null())
+
+
+def _global_steps(
+    records: pl.DataFrame, values: pl.DataFrame, warnings: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """NeMo prints `Training epoch 1, iteration 3/149 | ... | global_step: 152 | ...`: its
+    `iteration` restarts every epoch, and the optimizer step is the `global_step` field."""
+    glob = values.filter(
+        (pl.col("kind") == "train") & (pl.col("raw_name").str.to_lowercase() == "global_step")
+    ).select("line", pl.col("value").cast(pl.Int64, strict=False).alias("_global"))
+    if glob.height == 0:
+        return records, values
+    warnings.append(
+        f"{glob.height} iteration records carry a global_step field: it is the step (the "
+        "printed iteration counts batches within an epoch)"
+    )
+
+    def moved(frame: pl.DataFrame) -> pl.DataFrame:
+        return (
+            frame.join(glob, on="line", how="left", maintain_order="left")
+            .with_columns(pl.coalesce("_global", "step").alias("step"))
+            .drop("_global")
+        )
+
+    return moved(records), moved(values)
 
 
 # ----- DeepSpeed overflow lines -----------------------------------------------------------
@@ -480,6 +509,7 @@ class MegatronReader(Reader):
         records = _mend_wrapped(records, lines, warnings)
         records = _split_open(records, cut_last_line(text, lines), warnings)
         values = _values(_fields(records), path, warnings)
+        records, values = _global_steps(records, values, warnings)
         counts, events = _overflows(lines, records, warnings)
         metrics = pl.concat(
             [
