@@ -1,0 +1,397 @@
+"""Training-log styles quoted in public GitHub issues (third batch), one test per style.
+
+Each fixture quotes the lines as printed in the issue (URL beside it; the few synthetic
+lines some tests add, for padding or to show a second epoch, say so). The tests check
+what the ingest stores through the library path the CLI calls: the step axis, loss / grad
+norm / LR / loss scale under their canonical names, NaN kept as NaN, and evaluation or
+per-epoch summaries kept out of the training loss. Each says what the reader did before.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+from issue_log_helpers import stored as _stored
+from typer.testing import CliRunner
+
+from forensics.analyze import AnalyzeOptions, analyze
+from forensics.cli import app
+from forensics.store import open_store
+
+
+def _nan_at(series: dict[int, float]) -> list[int]:
+    return sorted(s for s, v in series.items() if math.isnan(v))
+
+
+# ----- bracketed keys and values ------------------------------------------------------------
+LION_9 = """\
+2023-01-25 00:21:09.074 | INFO     | trainers.base_trainer:train_epochs:256 - [R0] | E5 iter[ 14/ 15] | [Loss] 51566519.44 | [exp] ./exp/0125/car/3dbf3ah_hvae_lion_B40 | [step]    89 | [url] none | [time] 0.4m (~5h) |[best] 0 -100.000x1e-2 
+2023-01-25 00:21:34.569 | INFO     | trainers.base_trainer:train_epochs:256 - [R0] | E6 iter[ 14/ 15] | [Loss] nan | [exp] ./exp/0125/car/3dbf3ah_hvae_lion_B40 | [step]   104 | [url] none | [time] 0.4m (~5h) |[best] 0 -100.000x1e-2 
+2023-01-25 00:22:00.025 | INFO     | trainers.base_trainer:train_epochs:256 - [R0] | E7 iter[ 14/ 15] | [Loss] nan | [exp] ./exp/0125/car/3dbf3ah_hvae_lion_B40 | [step]   119 | [url] none | [time] 0.4m (~5h) |[best] 0 -100.000x1e-2 
+"""  # noqa: E501, W291  https://github.com/nv-tlabs/LION/issues/9
+
+
+def test_bracketed_keys_loss_and_a_late_step(tmp_path: Path) -> None:
+    # before: not recognised (a key in brackets named nothing; the step is the 6th number)
+    fmt, m, w = _stored(tmp_path, LION_9)
+    assert fmt == "generic_text"
+    assert list(m["loss"]) == [89, 104, 119] and m["loss"][89] == 51566519.44
+    assert _nan_at(m["loss"]) == [104, 119]  # the NaN is kept
+    assert not any("repeated" in x for x in w)  # `-100.000x1e-2` is one token, not two values
+
+
+PADDLESLIM_1582 = """\
+2022-12-08 17:57:31,371-INFO: Total iter: 0, epoch: 0, batch: 0, loss: [10.000229]
+2022-12-08 17:57:32,672-INFO: Total iter: 10, epoch: 0, batch: 10, loss: [nan]
+2022-12-08 17:57:33,992-INFO: Total iter: 20, epoch: 0, batch: 20, loss: [nan]
+2022-12-08 17:57:35,326-INFO: Total iter: 30, epoch: 0, batch: 30, loss: [nan]
+2022-12-08 17:57:36,653-INFO: Total iter: 40, epoch: 0, batch: 40, loss: [nan]
+2022-12-08 17:57:37,973-INFO: Total iter: 50, epoch: 0, batch: 50, loss: [nan]
+"""  # https://github.com/PaddlePaddle/PaddleSlim/issues/1582
+
+
+def test_paddle_total_iter_and_a_loss_in_brackets(tmp_path: Path) -> None:
+    # before: not recognised (`loss: [nan]` named nothing, `Total iter` was not a counter)
+    _, m, _ = _stored(tmp_path, PADDLESLIM_1582)
+    assert list(m["loss"]) == [0, 10, 20, 30, 40, 50]
+    assert m["loss"][0] == 10.000229 and _nan_at(m["loss"]) == [10, 20, 30, 40, 50]
+    assert "total_iter" not in m
+
+
+PADDLEDET_1946 = """\
+2020-12-22 08:01:34,034-INFO: iter: 620, lr: 0.013559, 'loss_cls': '0.539213', 'loss_bbox': '0.010017', 'loss': '1.024392', eta: 8:56:30, batch_cost: 0.32392 sec, ips: 6.17440 images/sec
+2020-12-22 08:01:41,942-INFO: iter: 640, lr: 0.013964, 'loss_cls': '0.807732', 'loss_bbox': '0.011433', 'loss': '1.377929', eta: 10:49:24, batch_cost: 0.39215 sec, ips: 5.10005 images/sec
+2020-12-22 08:01:48,184-INFO: iter: 660, lr: 0.014369, 'loss_cls': '0.751240', 'loss_bbox': '0.011086', 'loss': '1.337946', eta: 8:36:58, batch_cost: 0.31225 sec, ips: 6.40520 images/sec
+"""  # noqa: E501  https://github.com/PaddlePaddle/PaddleDetection/issues/1946
+
+
+def test_paddle_detection_quoted_values(tmp_path: Path) -> None:
+    # before: only lr, batch_cost and ips were read; the quoted losses were lost
+    _, m, _ = _stored(tmp_path, PADDLEDET_1946)
+    assert m["loss"] == {620: 1.024392, 640: 1.377929, 660: 1.337946}
+    assert m["loss_cls"][640] == 0.807732 and m["lr"][660] == 0.014369
+
+
+DIFFUSION_PIPE_531 = """\
+steps: 16 loss: 0.7332 iter time (s): 3.181 samples/sec: 0.314
+[2026-07-30 09:16:29,681] [INFO] [logging.py:123:log_dist] [Rank 0] step=17, skipped=0, lr=[1e-06], mom=[0.0]
+steps: 17 loss: 0.5994 iter time (s): 3.162 samples/sec: 0.316
+[2026-07-30 09:16:32,952] [INFO] [logging.py:123:log_dist] [Rank 0] step=18, skipped=0, lr=[1e-06], mom=[0.0]
+steps: 18 loss: nan iter time (s): 3.235 samples/sec: 0.309
+[2026-07-30 09:16:36,093] [INFO] [logging.py:123:log_dist] [Rank 0] step=19, skipped=0, lr=[1e-06], mom=[0.0]
+steps: 19 loss: nan iter time (s): 3.104 samples/sec: 0.322
+[2026-07-30 09:16:39,237] [INFO] [logging.py:123:log_dist] [Rank 0] step=20, skipped=0, lr=[1e-06], mom=[0.0]
+steps: 20 loss: nan iter time (s): 3.108 samples/sec: 0.322
+[2026-07-30 09:16:42,384] [INFO] [logging.py:123:log_dist] [Rank 0] step=21, skipped=0, lr=[1e-06], mom=[0.0]
+steps: 21 loss: nan iter time (s): 3.108 samples/sec: 0.322
+[2026-07-30 09:16:45,523] [INFO] [logging.py:123:log_dist] [Rank 0] step=22, skipped=0, lr=[1e-06], mom=[0.0]
+steps: 22 loss: nan iter time (s): 3.102 samples/sec: 0.322
+[2026-07-30 09:16:48,668] [INFO] [logging.py:123:log_dist] [Rank 0] step=23, skipped=0, lr=[1e-06], mom=[0.0]
+steps: 23 loss: nan iter time (s): 3.106 samples/sec: 0.322
+"""  # noqa: E501  https://github.com/tdrussell/diffusion-pipe/issues/531
+
+
+def test_deepspeed_lr_list_beside_a_steps_line(tmp_path: Path) -> None:
+    # before: DeepSpeed's `lr=[1e-06]` (a list of one value per parameter group) was lost
+    _, m, _ = _stored(tmp_path, DIFFUSION_PIPE_531)
+    assert m["loss"][16] == 0.7332 and _nan_at(m["loss"]) == list(range(18, 24))
+    assert m["lr"] == {s: 1e-06 for s in range(17, 24)}
+    assert m["skipped_iters"][20] == 0.0
+
+
+def test_analyze_finds_the_diffusion_pipe_nan(tmp_path: Path) -> None:
+    rng = random.Random(531)  # synthetic padding before the quoted lines, same syntax
+    pad = "".join(
+        f"steps: {s} loss: {0.6 + 0.3 * 0.99**s + rng.gauss(0, 0.03):.4f} iter time (s): "
+        f"3.1{s % 9} samples/sec: 0.31{s % 7}\n"
+        for s in range(1, 16)
+    )
+    rows = _incidents(tmp_path, pad + DIFFUSION_PIPE_531)
+    assert [(r["onset_step"], r["type"]) for r in rows] == [(18, "divergent")]
+
+
+# ----- MetricLogger / ProgressMeter counters --------------------------------------------------
+LLAMA_ADAPTER_144 = """\
+[17:11:05.859398] Epoch: [0]  [   30/13000]  eta: 2:17:53  lr: 0.000000  closs: 1.5078 (1.6011)  time: 0.6125  data: 0.0001  max mem: 20618
+[17:11:12.016458] Epoch: [0]  [   40/13000]  eta: 2:16:36  lr: 0.000000  closs: 1.5508 (1.6249)  time: 0.6146  data: 0.0001  max mem: 20618
+[17:11:18.185472] Epoch: [0]  [   50/13000]  eta: 2:15:50  lr: 0.000000  closs: 1.5430 (1.6123)  time: 0.6163  data: 0.0001  max mem: 20618
+[17:11:49.250349] Epoch: [0]  [  100/13000]  eta: 2:14:27  lr: 0.000001  closs: 1.5889 (1.6096)  time: 0.6232  data: 0.0001  max mem: 20618
+"""  # noqa: E501  https://github.com/OpenGVLab/LLaMA-Adapter/issues/144
+
+
+def test_mae_metric_logger_epoch_and_iteration(tmp_path: Path) -> None:
+    # before: not recognised (`Epoch: [0]  [30/13000]` had no step; `closs` was no loss)
+    _, m, _ = _stored(tmp_path, LLAMA_ADAPTER_144)
+    assert m["loss"] == {30: 1.5078, 40: 1.5508, 50: 1.543, 100: 1.5889}  # not the (mean)
+    assert m["lr"][100] == 0.000001
+
+
+ACCESSORY_48 = """\
+[07:15:39.400163] Epoch: [2]  [1480/1504]  lr: 0.000005  closs: 0.8662 (0.8558)  grad_norm: 0.2537 (0.3329)  time: 4.3713  data: 0.0001  max mem: 51710
+[07:16:21.232598] Epoch: [2]  [1490/1504]  lr: 0.000005  closs: 0.6968 (0.8547)  grad_norm: 0.2537 (0.3329)  time: 4.1840  data: 0.0001  max mem: 51710
+[07:17:02.964445] Epoch: [2]  [1500/1504]  lr: 0.000005  closs: 0.6923 (0.8536)  grad_norm: 0.2537 (0.3329)  time: 4.1781  data: 0.0002  max mem: 51710
+[07:17:15.926522] Epoch: [2] Total time: 1:52:15
+[07:17:15.963773] Averaged stats: lr: 0.000005  closs: 0.6884 (0.8518)  grad_norm: 0.2534 (0.3311)
+[07:18:20.563967] model saved
+"""  # noqa: E501  https://github.com/Alpha-VLLM/LLaMA2-Accessory/issues/48
+
+
+def test_averaged_stats_line_is_an_epoch_summary(tmp_path: Path) -> None:
+    # before: not recognised; the `Averaged stats` line would have replaced step 1500's loss
+    _, m, w = _stored(tmp_path, ACCESSORY_48)
+    # epochs count from 1 unless a 0 is printed: (2 - 1) * 1504 + i
+    assert m["loss"] == {2984: 0.8662, 2994: 0.6968, 3004: 0.6923}
+    assert m["grad_norm"][3004] == 0.2537
+    assert m["epoch/closs"] == {3004: 0.6884} and m["epoch/grad_norm"] == {3004: 0.2534}
+    assert not any("repeated" in x for x in w)
+
+
+BEIT_598 = """\
+Epoch: [115]  [1298/1299]  eta: 0:00:00  lr: 0.001435  min_lr: 0.001435  mlm_acc: 0.0333 (0.0344)  loss: 6.5993 (6.5971)  loss_scale: 8192.0000 (8646.0600)  weight_decay: 0.0500 (0.0500)  grad_norm: 0.3922 (nan)  time: 0.4944  data: 0.0001  max mem: 19152
+
+Averaged stats: lr: 0.001435  min_lr: 0.001435  mlm_acc: 0.0333 (0.0345)  loss: 6.5993 (6.5925)  loss_scale: 8192.0000 (8646.0600)  weight_decay: 0.0500 (0.0500)  grad_norm: 0.3922 (nan)
+"""  # noqa: E501  https://github.com/microsoft/unilm/issues/598
+
+
+def test_beit_running_mean_nan_is_not_the_grad_norm(tmp_path: Path) -> None:
+    # before: both lines were records numbered 1 and 2 in file order
+    _, m, _ = _stored(tmp_path, BEIT_598)
+    step = 114 * 1299 + 1298
+    assert m["loss"] == {step: 6.5993} and m["loss_scale"] == {step: 8192.0}
+    assert m["grad_norm"] == {step: 0.3922}  # `(nan)` is the running mean's annotation
+    assert m["epoch/loss"] == {step: 6.5993}
+
+
+RTM3D_4 = (  # https://github.com/maudzung/RTM3D/issues/4 (tabs as printed)
+    ">>> Epoch: [127/300]\n"
+    "2020-08-17 21:48:47,912: logger.py - info(), at Line 49:INFO:\n"
+    "Train - Epoch: [127/300][ 35/464]\tTime  0.738 ( 0.738)\tData  0.000 ( 0.014)\t"
+    "Loss 2.1274e+00 (1.5406e+00)\n"
+    "2020-08-17 21:49:24,172: logger.py - info(), at Line 49:INFO:\n"
+    "Train - Epoch: [127/300][ 85/464]\tTime  0.730 ( 0.730)\tData  0.000 ( 0.006)\t"
+    "Loss 1.2996e+00 (1.5485e+00)\n"
+    "2020-08-17 21:50:00,407: logger.py - info(), at Line 49:INFO:\n"
+    "Train - Epoch: [127/300][135/464]\tTime  0.750 ( 0.728)\tData  0.000 ( 0.004)\t"
+    "Loss 2.1689e+00 (1.5462e+00)\n"
+)
+
+
+def test_progress_meter_epoch_of_total_and_padded_batch(tmp_path: Path) -> None:
+    # before: no step counter found; records numbered 1, 2, 3 in file order
+    _, m, w = _stored(tmp_path, RTM3D_4)
+    assert m["loss"] == {126 * 464 + 35: 2.1274, 126 * 464 + 85: 1.2996, 126 * 464 + 135: 2.1689}
+    assert not any("file order" in x for x in w)
+
+
+# ----- NeMo / Lightning, global step keys ----------------------------------------------------
+NEMO_740 = """\
+Training epoch 0, iteration 120/149 | lr: 3e-05 | consumed_samples: 121 | global_batch_size: 1 | global_step: 120 | reduced_train_loss: 1.233 | train_step_timing in s: 0.03146 | val_loss: 4.106
+Training epoch 0, iteration 121/149 | lr: 3e-05 | consumed_samples: 122 | global_batch_size: 1 | global_step: 121 | reduced_train_loss: 1.288 | train_step_timing in s: 0.03163 | val_loss: 4.106
+Training epoch 0, iteration 122/149 | lr: 3e-05 | consumed_samples: 123 | global_batch_size: 1 | global_step: 122 | reduced_train_loss: 1.333 | train_step_timing in s: 0.03215 | val_loss: 4.106
+"""  # noqa: E501  https://github.com/NVIDIA-BioNeMo/bionemo-recipes/pull/740
+
+
+def test_nemo_lines_loss_val_loss_and_global_step(tmp_path: Path) -> None:
+    # before: no `loss` (reduced_train_loss unknown), and every line's last field (val_loss)
+    # dropped as "cut short" because NeMo does not close its lines with '|'
+    fmt, m, w = _stored(tmp_path, NEMO_740)
+    assert fmt == "megatron"
+    assert m["loss"] == {120: 1.233, 121: 1.288, 122: 1.333}
+    assert m["val_loss"][122] == 4.106 and m["iter_time_s"][121] == 0.03163
+    assert m["lr"][120] == 3e-05 and m["batch_size"][120] == 1.0
+    assert not any("cut short" in x for x in w)
+    # synthetic, same syntax: in the second epoch `iteration` restarts, global_step does not
+    later = NEMO_740 + (
+        "Training epoch 1, iteration 2/149 | lr: 3e-05 | consumed_samples: 152 | "
+        "global_batch_size: 1 | global_step: 151 | reduced_train_loss: 1.101 | "
+        "train_step_timing in s: 0.0315 | val_loss: 3.9\n"
+    )
+    _, m, w = _stored(tmp_path, later)
+    assert m["loss"][151] == 1.101 and 2 not in m["loss"]
+    assert any("global_step field" in x for x in w)
+
+
+G_STEP_24 = (  # https://github.com/LorrinWWW/two-are-better-than-one/issues/24 (first line
+    # quoted; the second is synthetic in the same syntax)
+    "g_step 2000, step 152, avg_time 0.874, loss:51.5502\n"
+    "g_step 2100, step 252, avg_time 0.874, loss:50.5502\n"
+)
+
+
+def test_global_step_key_wins_over_the_count_within_the_epoch(tmp_path: Path) -> None:
+    # before: the step was 152 (`step` was tried before the global keys)
+    _, m, _ = _stored(tmp_path, G_STEP_24)
+    assert m["loss"] == {2000: 51.5502, 2100: 50.5502}
+
+
+NANOVLM_187 = """\
+Training summary: 105 samples, 105 batches/epoch, batch size 1
+Starting training loop
+
+Step: 0, Loss: nan, Val Loss: nan, Tokens/s: 37.10
+
+Step: 20, Loss: nan, Val Loss: nan, Tokens/s: 900.86
+Epoch 1 | Train Loss: nan | Val Loss: nan | Time: 12.32s | T/s: 474.88
+Starting training loop
+
+Step: 40, Loss: nan, Val Loss: nan, Tokens/s: 1274.81
+Epoch 2 | Train Loss: nan | Val Loss: nan | Time: 6.64s | T/s: 881.35
+Starting training loop
+"""  # https://github.com/huggingface/nanoVLM/issues/187
+
+
+def test_epoch_summary_line_stays_out_of_the_step_loss(tmp_path: Path) -> None:
+    # before: the epoch's mean `Train Loss` replaced the loss of steps 20 and 40 (warned
+    # as a repeated row from a restart)
+    _, m, w = _stored(tmp_path, NANOVLM_187)
+    assert _nan_at(m["loss"]) == [0, 20, 40] and _nan_at(m["val_loss"]) == [0, 20, 40]
+    assert _nan_at(m["epoch/train_loss"]) == [20, 40]
+    assert m["epoch/time_(s)"] == {20: 12.32, 40: 6.64}
+    assert not any("repeated" in x or "another name" in x for x in w)
+
+
+# ----- text glued after a progress bar ---------------------------------------------------------
+CHATGLM_49 = """\
+{'loss': 0.3290, 'reward': -2.0304, 'learning_rate': 5e-05}
+  0%|                                                                                                                                                                                                                                                                     | 1/13000 [00:10<36:34:36, 10.13s/it]{'loss': nan, 'reward': 5.7646, 'learning_rate': 5e-05}
+  0%|                                                                                                                                                                                                                                                                     | 2/13000 [00:28<54:33:11, 15.11s/it{'loss': 0.2527, 'reward': 1.2237, 'learning_rate': 5e-05}
+  0%|                                                                                                                                                                                                                                                                     | 3/13000 [00:39<47:01:51, 13.03s/it]{'loss': 0.1512, 'reward': 10.7681, 'learning_rate': 5e-05}
+"""  # noqa: E501  https://github.com/hiyouga/ChatGLM-Efficient-Tuning/issues/49
+
+
+def test_dict_glued_to_the_bar_takes_its_step(tmp_path: Path) -> None:
+    # before: step 2's dict (glued to a bar that lost its `]`) was not read at all
+    _, m, _ = _stored(tmp_path, CHATGLM_49)
+    assert list(m["loss"]) == [0, 1, 2, 3] and _nan_at(m["loss"]) == [1]
+    assert m["loss"][2] == 0.2527 and m["reward"][3] == 10.7681 and m["lr"][2] == 5e-05
+
+
+COLOSSAL_1375 = """\
+                    WARNING  colossalai - ShardedOptimizerV2 - WARNING: found   
+                             inf during ShardedOptimV2 step                     
+[Epoch 0 / Train]:   0% 431/788222 [29:28<796:09:33,  3.64s/it, loss=nan, lr=2.5e-5, throughput=0.28555 sample_per_sec, 2.3376 Tflops][09/30/22 02:46:23] WARNING  colossalai - ShardedOptimizerV2 - WARNING:         
+                             /usr/local/lib/python3.7/dist-packages/colossalai/z
+                             ero/sharded_optim/sharded_optim_v2.py:197 step     
+                    WARNING  colossalai - ShardedOptimizerV2 - WARNING: found   
+                             inf during ShardedOptimV2 step                     
+[Epoch 0 / Train]:   0% 432/788222 [29:31<786:20:54,  3.59s/it, loss=nan, lr=2.5e-5, throughput=0.2867 sample_per_sec, 2.3471 Tflops][09/30/22 02:46:26] WARNING  colossalai - ShardedOptimizerV2 - WARNING:         
+                             /usr/local/lib/python3.7/dist-packages/colossalai/z
+                             ero/sharded_optim/sharded_optim_v2.py:197 step     
+"""  # noqa: E501, W291  https://github.com/hpcaitech/ColossalAI/issues/1375
+
+
+def test_glyphless_bar_with_a_rich_record_glued(tmp_path: Path) -> None:
+    # before: not recognised (a bar without `%|` glyphs, a `[09/30/22 ...]` record glued on)
+    _, m, _ = _stored(tmp_path, COLOSSAL_1375)
+    assert _nan_at(m["loss"]) == [431, 432]
+    assert m["lr"] == {431: 2.5e-05, 432: 2.5e-05}
+
+
+MINFM_4 = """\
+Training:  78%|███████▊  | 1556/2000 [6:15:28<1:55:17, 15.58s/step]2025-08-23 06:19:20,889 - trainers.dit_trainer - WARNING - Step 1557: detected nan/inf/spiky gradient (norm=2.1966569423675537); skipping optimizer step.
+Training:  78%|███████▊  | 1557/2000 [6:15:43<1:55:00, 15.58s/step]2025-08-23 06:19:36,454 - trainers.dit_trainer - WARNING - Step 1558: detected nan/inf/spiky gradient (norm=2.164307117462158); skipping optimizer step.
+Training:  78%|███████▊  | 1558/2000 [6:15:59<1:54:43, 15.57s/step]2025-08-23 06:19:52,016 - trainers.dit_trainer - WARNING - Step 1559: detected nan/inf/spiky gradient (norm=2.1794376373291016); skipping optimizer step.
+Training:  78%|███████▊  | 1559/2000 [6:16:15<1:54:26, 15.57s/step]2025-08-23 06:20:07,596 - trainers.dit_trainer - WARNING - Step 1560: detected nan/inf/spiky gradient (norm=2.179413080215454); skipping optimizer step.
+2025-08-23 06:20:07,600 - trainers.dit_trainer - INFO - Step   1560 | Loss: 0.5275 | LR: 3.00e-04 | GradNorm: 2.29 | TPS: 16.88K | Data: 0.007s | Frozen: 0.097s | TrainableFwd: 0.701s | TrainableBwd: 1.170s
+"""  # noqa: E501  https://github.com/Kai-46/minFM/issues/4
+
+
+def test_the_words_nan_inf_in_a_warning_are_not_a_nan_metric(tmp_path: Path) -> None:
+    # before: `detected nan/inf/spiky` was a metric `detected` = NaN at 1557..1560
+    _, m, _ = _stored(tmp_path, MINFM_4)
+    assert not [k for k, v in m.items() if _nan_at(v)]
+    assert m["loss"] == {1560: 0.5275} and m["grad_norm"] == {1560: 2.29}
+    assert m["tokens_per_s"] == {1560: 16880.0}
+
+
+DEEPSPEECH_485 = """\
+100%|██████████| 209/209 [02:03<00:00,  1.69it/s]Validation Summary Epoch: [20] Average WER 20.853      Average CER 20.861
+...
+Epoch: [21][1390/1930]  Time 0.690 (0.986)      Data 0.004 (0.009)      Loss 2.5681 (10.9521)
+Epoch: [21][1391/1930]  Time 0.782 (0.986)      Data 0.004 (0.009)      Loss 4.3603 (10.9519)
+Epoch: [21][1392/1930]  Time 0.758 (0.986)      Data 0.004 (0.009)      Loss 3.0738 (10.9517)
+"""  # noqa: E501  https://github.com/SeanNaren/deepspeech.pytorch/issues/485
+
+
+def test_summary_glued_to_an_evaluation_bar_is_not_at_its_count(tmp_path: Path) -> None:
+    # before: the WER summary was stored at step 209, the evaluation bar's count
+    _, m, _ = _stored(tmp_path, DEEPSPEECH_485)
+    assert "average_wer" not in m and "validation_summary_epoch" not in m
+    assert m["loss"] == {20 * 1930 + 1390: 2.5681, 20 * 1930 + 1391: 4.3603, 39992: 3.0738}
+
+
+# ----- loss-scaler lines ------------------------------------------------------------------------
+DEEPSPEED_5779 = """\
+[2024-07-17 19:44:06,829] [INFO] [loss_scaler.py:190:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, but hysteresis is 2. Reducing hysteresis to 1
+"""  # noqa: E501  https://github.com/deepspeedai/DeepSpeed/issues/5779
+
+
+def test_hysteresis_overflow_does_not_set_the_loss_scale(tmp_path: Path) -> None:
+    # before: `Reducing hysteresis to 1` was read as a new loss scale of 1
+    record = "{'loss': 2.1, 'learning_rate': 1e-05, 'epoch': 0.01}\n"  # synthetic record
+    _, m, _ = _stored(tmp_path, DEEPSPEED_5779 + record)
+    assert m["overflow"] == {1: 1.0}
+    assert "loss_scale" not in m
+
+
+# ----- styles that already read right, pinned --------------------------------------------------
+MASKRCNN_283 = """\
+2018-12-18 10:21:38,024 maskrcnn_benchmark.trainer INFO: eta: 5:30:07  iter: 400  loss: 0.2376 (0.2817)  loss_classifier: 0.1325 (0.1725)  loss_box_reg: 0.0580 (0.0655)  loss_objectness: 0.0156 (0.0368)  loss_rpn_box_reg: 0.0078 (0.0070)  time: 0.3508 (0.3500)  data: 0.0095 (0.0094)  lr: 0.017307  max mem: 3050
+2018-12-18 10:21:45,031 maskrcnn_benchmark.trainer INFO: eta: 5:30:01  iter: 420  loss: 0.2443 (0.2846)  loss_classifier: 0.1486 (0.1752)  loss_box_reg: 0.0648 (0.0653)  loss_objectness: 0.0243 (0.0369)  loss_rpn_box_reg: 0.0052 (0.0072)  time: 0.3503 (0.3500)  data: 0.0072 (0.0094)  lr: 0.017840  max mem: 3050
+"""  # noqa: E501  https://github.com/facebookresearch/maskrcnn-benchmark/issues/283
+
+XLA_4324 = """\
+| Training Device=xla:0/5 Epoch=1 Step=340 Loss=0.00373 Rate=545.27 GlobalRate=300.64 Time=01:52:42
+| Training Device=xla:0/7 Epoch=1 Step=360 Loss=0.00344 Rate=551.83 GlobalRate=308.74 Time=01:52:46
+| Training Device=xla:0/2 Epoch=1 Step=360 Loss=0.00344 Rate=551.69 GlobalRate=307.45 Time=01:52:46
+"""  # https://github.com/pytorch/xla/pull/4324
+
+RNNT_26 = """\
+Epoch: 0, Batch: 7, Global Step: 7, Step Time: 1.6160, Loss: 327.3580
+Epoch: 0, Batch: 8, Global Step: 8, Step Time: 1.6567, Loss: 309.9092
+"""  # https://github.com/noahchalifour/rnnt-speech-recognition/issues/26
+
+
+def test_styles_that_already_read_right(tmp_path: Path) -> None:
+    _, m, _ = _stored(tmp_path, MASKRCNN_283)
+    assert m["loss"] == {400: 0.2376, 420: 0.2443} and m["lr"][420] == 0.01784
+    _, m, _ = _stored(tmp_path, XLA_4324)  # `xla:0/5` is a device, not a counter
+    assert m["loss"] == {340: 0.00373, 360: 0.00344}
+    _, m, _ = _stored(tmp_path, RNNT_26)
+    assert m["loss"] == {7: 327.358, 8: 309.9092} and m["iter_time_s"][8] == 1.6567
+
+
+# ----- through the CLI ---------------------------------------------------------------------------
+def test_cli_ingests_a_quoted_log_and_refuses_a_broken_one(tmp_path: Path) -> None:
+    runner = CliRunner()
+    run = tmp_path / "lion"
+    run.mkdir()
+    (run / "train.log").write_text(LION_9, encoding="utf-8")
+    db = tmp_path / "f.duckdb"
+    ok = runner.invoke(app, ["ingest", str(run), "--db", str(db)])
+    assert ok.exit_code == 0, ok.output
+    with open_store(db, read_only=True) as store:
+        n = store.query("SELECT count(*) AS n FROM metrics WHERE metric = 'loss'")["n"][0]
+    assert n == 3
+    # a NeMo record whose loss is not a number: one line naming file, line, field
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    broken = NEMO_740.replace("reduced_train_loss: 1.288", "reduced_train_loss: 1.2e")
+    (bad / "nemo.log").write_text(broken, encoding="utf-8")
+    res = runner.invoke(app, ["ingest", str(bad), "--db", str(tmp_path / "g.duckdb")])
+    assert res.exit_code != 0
+    lines = [x for x in res.output.splitlines() if x.strip()]
+    assert len(lines) == 1, res.output
+    assert "nemo.log:2:" in lines[0] and "reduced_train_loss" in lines[0]
+
+
+def _incidents(tmp_path: Path, text: str) -> list[dict]:
+    src = tmp_path / "run" / "train.log"
+    src.parent.mkdir()
+    src.write_text(text, encoding="utf-8")
+    db = tmp_path / "f.duckdb"
+    analyze([src], out=None, db=db, options=AnalyzeOptions(replay=False, report=False))
+    with open_store(db, read_only=True) as store:
+        return store.query("SELECT * FROM incidents ORDER BY onset_step").to_dicts()
