@@ -231,9 +231,9 @@ def infer(text: str, count: int) -> Template:
             skip.add(i)
         elif before.rstrip().endswith(("(", "(+", "(-")):
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
-        elif i and not before:  # glued to the previous number (`1.5.2`, a date): not a value
-            skip.add(i)
-        elif before[-1:].isalpha():  # glued to a word (`-100.000x1e-2`): part of a token
+        elif (i and not before) or before[-1:].isalpha():
+            # glued to the previous number (`1.5.2`, a date) or to a word (`-100.000x1e-2`):
+            # part of a token, not a value
             skip.add(i)
         elif i + 2 < len(lits) and lits[i + 1] == "/" and lits[i + 2][:1] == "/":
             skip.update({i, i + 1})  # `nan/inf/spiky`, a date `2024/05/01`: words, not values
@@ -381,7 +381,7 @@ def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
 def _total_counter(tpl: Template, lowered: list[str]) -> None:
     """`Total iter: 10, epoch: 0, batch: 10, loss: [nan]` (PaddleSlim): a `total` counter is
     the step of a line that also reports a loss (alone, `Total steps = 1548` is a setting)."""
-    for i, key in list(tpl.names.items()):
+    for i in list(tpl.names):
         words = lowered[i].split()
         if len(words) == 2 and words[0] == "total" and words[1] in _STEP_WORDS:
             if any(_is_loss(k) for j, k in tpl.names.items() if j != i):
