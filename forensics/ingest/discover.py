@@ -36,13 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
 from forensics.canon import alias_table
+from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult
+from forensics.ingest.readers import mlflow
 from forensics.lazy import lazy_module
 from forensics.store.blocks import value_column
-from forensics.yamlio import safe_load
 
 if TYPE_CHECKING:
     import polars as pl
@@ -341,14 +340,12 @@ def _within(inner: Path, outer: Path) -> bool:
 
 def _mlflow_meta(folder: Path) -> dict[str, object]:
     """An MLflow run folder's meta.yaml ({} for anything else)."""
-    meta = folder / "meta.yaml"
-    if not (folder.is_dir() and meta.is_file() and (folder / "metrics").is_dir()):
+    if not (folder.is_dir() and mlflow.is_run_dir(folder)):
         return {}
     try:
-        data = safe_load(meta.read_text(encoding="utf-8", errors="replace"))
-    except yaml.YAMLError:
-        return {}
-    return data if isinstance(data, dict) else {}
+        return mlflow.run_meta(folder)
+    except InputError:
+        return {}  # the reader reports it when it reads the run (parsed once for both)
 
 
 def _chain_name(chain: _Chain, root: Path) -> str:

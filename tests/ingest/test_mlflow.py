@@ -104,3 +104,33 @@ def test_ingest_run_folder_twice_adds_nothing(tmp_path: Path, tmp_db: Path) -> N
         assert config_of(store, "spiky")["beta2"] == 0.95
         loss = store.metrics_long("spiky", ["loss"])
         assert loss.height == 8 and math.isnan(loss["value"][5])
+
+
+def test_meta_yaml_is_parsed_once_per_ingest(
+    tmp_path: Path, tmp_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # discovery (deleted runs), the choice of the run and its config all need meta.yaml
+    from forensics.ingest.readers import mlflow
+
+    root = tmp_path / "mlruns"
+    shutil.copytree(MLRUNS, root)
+    other = root / OTHER.relative_to(MLRUNS)
+    shutil.rmtree(other)  # one run left in the experiment
+    parsed: list[Path] = []
+    real = Path.read_text
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
+        if self.name == "meta.yaml":
+            parsed.append(self)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    mlflow._parsed_meta.cache_clear()
+    with open_store(tmp_db) as store:
+        (summary,) = ingest(store, [root / EXPERIMENT.name])
+        assert config_of(store, summary.run)["mlflow.run_name"] == "spiky"
+    assert parsed.count(root / SPIKY.relative_to(MLRUNS) / "meta.yaml") == 1
+    # a rewritten meta.yaml is read again
+    meta = root / SPIKY.relative_to(MLRUNS) / "meta.yaml"
+    meta.write_text(meta.read_text().replace("lifecycle_stage: active", "lifecycle_stage: deleted"))
+    assert not mlflow._is_active(meta.parent)

@@ -11,10 +11,9 @@ Deleted runs (`lifecycle_stage: deleted`, or under `.trash`) are ignored.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import yaml
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
@@ -81,12 +80,37 @@ def _runs_in_root(path: Path) -> list[Path]:
     return [run for exp in _children(path) for run in _runs_in_experiment(exp)]
 
 
+def run_meta(run: Path) -> dict[str, Any]:
+    """A run folder's `meta.yaml` as a mapping; InputError naming the file when it cannot
+    be read or is no mapping. Parsed once per version of the file: discovery (deleted runs,
+    run names), the choice of the active run and the run's config all ask for it."""
+    meta_path = run / "meta.yaml"
+    try:
+        st = meta_path.stat()
+    except OSError as exc:
+        raise InputError(meta_path, f"cannot read: {exc}") from exc
+    return dict(_parsed_meta(str(meta_path), st.st_mtime_ns, st.st_size))
+
+
+@lru_cache(maxsize=256)
+def _parsed_meta(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    meta_path = Path(path)
+    try:
+        text = meta_path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(meta_path, f"cannot read: {exc}") from exc
+    meta = safe_yaml(meta_path, text) or {}
+    if not isinstance(meta, dict):
+        raise InputError(meta_path, "not a mapping", expected="MLflow run meta.yaml")
+    return meta
+
+
 def _is_active(run: Path) -> bool:
     try:
-        meta = yaml.safe_load((run / "meta.yaml").read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        meta = run_meta(run)
+    except InputError:
         return True  # _run_config reports a broken meta.yaml with its own error
-    return not (isinstance(meta, dict) and meta.get("lifecycle_stage") == "deleted")
+    return meta.get("lifecycle_stage") != "deleted"
 
 
 def _run_name(run: Path) -> str:
@@ -192,14 +216,7 @@ def _read_values(folder: Path) -> dict[str, Any]:
 
 
 def _run_config(run: Path) -> dict[str, Any]:
-    meta_path = run / "meta.yaml"
-    try:
-        text = meta_path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(meta_path, f"cannot read: {exc}") from exc
-    meta = safe_yaml(meta_path, text) or {}
-    if not isinstance(meta, dict):
-        raise InputError(meta_path, "not a mapping", expected="MLflow run meta.yaml")
+    meta = run_meta(run)
     params = {k: coerce_scalar(v) for k, v in _read_values(run / "params").items()}
     extra = {f"mlflow.{k}": meta[k] for k in _META_KEYS if k in meta}
     extra.update({f"mlflow.tags.{k}": v for k, v in _read_values(run / "tags").items()})
