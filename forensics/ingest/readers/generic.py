@@ -583,12 +583,16 @@ def extract(
     *,
     with_time: bool = True,
     events: list[pl.DataFrame] | None = None,
+    overflow_lines: list[int] | None = None,
 ) -> tuple[pl.DataFrame, dict[str, Template], int]:
     """Long rows (line, step, raw_name, value, wall_time) of every record line, the
     templates used, and how many non-blank lines were left unread; loss-scaler overflow
-    lines are appended to `events` (step, kind, detail) when it is given."""
+    lines are appended to `events` (step, kind, detail) when it is given, and their line
+    numbers to `overflow_lines` (the one pass of the overflow regex over the log)."""
     prepared = _prepared(lines)
     overflows = prepared.filter(pl.col("text").str.contains(_OVERFLOW))
+    if overflow_lines is not None:
+        overflow_lines.extend(overflows["line"].to_list())
     if overflows.height:
         prepared = prepared.filter(~pl.col("line").is_in(overflows["line"].implode()))
     found = templates(prepared, notes)
@@ -867,7 +871,8 @@ def read_generic(path: Path, text: str) -> ReadResult:
     lines = line_frame(text)
     notes: list[str] = []
     events: list[pl.DataFrame] = []
-    rows, found, ignored = extract(lines, notes, events=events)
+    overflow_lines: list[int] = []
+    rows, found, ignored = extract(lines, notes, events=events, overflow_lines=overflow_lines)
     if rows.height == 0:
         raise InputError(
             path,
@@ -876,7 +881,7 @@ def read_generic(path: Path, text: str) -> ReadResult:
         )
     used = set(rows["line"].to_list())
     if events:
-        used |= set(lines.filter(pl.col("text").str.contains(_OVERFLOW))["line"].to_list())
+        used |= set(overflow_lines)
     redraws = text.count("\r") - text.count("\r\n") if "\r" in text else 0
     notes = describe(found, ignored, lines, used, redraws) + notes
     return ReadResult(
