@@ -112,6 +112,45 @@ def test_analyze_finds_the_diffusion_pipe_nan(tmp_path: Path) -> None:
     assert [(r["onset_step"], r["type"]) for r in rows] == [(18, "divergent")]
 
 
+# ----- step-less records --------------------------------------------------------------------
+LLAMAFACTORY_2810 = """\
+[INFO|trainer.py:1820] 2024-03-12 11:24:23,876 >>   Total optimization steps = 1,548
+[INFO|trainer.py:1821] 2024-03-12 11:24:23,878 >>   Number of trainable parameters = 4,194,304
+03/12/2024 11:24:33 - INFO - llmtuner.extras.callbacks - {'loss': 0.0000, 'learning_rate': 4.9999e-02, 'epoch': 0.01}
+{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 0.04999871292419044, 'epoch': 0.01}
+03/12/2024 11:24:42 - INFO - llmtuner.extras.callbacks - {'loss': 0.0000, 'learning_rate': 4.9995e-02, 'epoch': 0.02}
+{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 0.04999485182928687, 'epoch': 0.02}
+03/12/2024 11:24:50 - INFO - llmtuner.extras.callbacks - {'loss': 0.0000, 'learning_rate': 4.9988e-02, 'epoch': 0.03}
+{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 0.04998841711285104, 'epoch': 0.03}
+"""  # noqa: E501  https://github.com/hiyouga/LlamaFactory/issues/2810
+
+
+def test_one_record_printed_twice_is_one_step(tmp_path: Path) -> None:
+    # before: six records numbered 1..6 for three logging steps (callback + Trainer dict)
+    _, m, w = _stored(tmp_path, LLAMAFACTORY_2810)
+    assert m["loss"] == {1: 0.0, 2: 0.0, 3: 0.0}
+    assert _nan_at(m["grad_norm"]) == [1, 2, 3]
+    assert m["lr"][2] == 0.04999485182928687  # the Trainer's full-precision value
+    assert any("repeat the records" in x for x in w)
+
+
+GRADNORM_TF_17 = """\
+epoch: 3448 loss: 0.21049741968512542
+epoch: 3449 loss: 0.2075416080653667
+epoch: 3450 loss: 0.21063452526926987
+epoch: 3451 loss: nan
+epoch: 3452 loss: nan
+epoch: 3453 loss: nan
+"""  # https://github.com/vpetren/gradnorm_tf/issues/17
+
+
+def test_one_line_per_epoch_takes_the_epoch_as_step(tmp_path: Path) -> None:
+    # before: records numbered 1..6 in file order, the epoch a metric
+    _, m, w = _stored(tmp_path, GRADNORM_TF_17)
+    assert list(m["loss"]) == list(range(3448, 3454)) and _nan_at(m["loss"]) == [3451, 3452, 3453]
+    assert "epoch" not in m and not any("file order" in x for x in w)
+
+
 # ----- MetricLogger / ProgressMeter counters --------------------------------------------------
 LLAMA_ADAPTER_144 = """\
 [17:11:05.859398] Epoch: [0]  [   30/13000]  eta: 2:17:53  lr: 0.000000  closs: 1.5078 (1.6011)  time: 0.6125  data: 0.0001  max mem: 20618

@@ -464,6 +464,7 @@ def _number_in_order(found: dict[str, Template], notes: list[str]) -> bool:
     ]
     if not ordinal:
         return False
+    ordinal = _one_print_per_record(ordinal, found, notes)
     chosen = {id(t) for t in ordinal}
     for t in found.values():
         t.ordinal = id(t) in chosen
@@ -474,6 +475,56 @@ def _number_in_order(found: dict[str, Template], notes: list[str]) -> bool:
         "file order (the step axis is the record's rank, not the optimizer step)"
     )
     return True
+
+
+def _epochs_as_steps(prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]) -> None:
+    """Records numbered in file order that count whole epochs (`epoch: 3451 loss: nan`, one
+    line per epoch) take the epoch as their step when it is an integer that rises by one
+    from record to record (a fractional epoch, as the Hugging Face Trainer prints, stays a
+    metric)."""
+    for t in [t for t in found.values() if t.ordinal]:
+        slots = [i for i, k in t.names.items() if k.strip().lower() == "epoch"]
+        if len(slots) != 1:
+            continue
+        raw = prepared.filter(pl.col("tpl") == t.text).select(
+            pl.col("body").str.extract_all(NUM).list.get(slots[0], null_on_oob=True)
+        )
+        epochs = raw.to_series().cast(pl.Int64, strict=False)
+        if epochs.null_count() or len(epochs) < 2 or not (epochs.diff().drop_nulls() == 1).all():
+            continue
+        del t.names[slots[0]]
+        t.step_slot, t.keyed, t.ordinal = slots[0], True, False
+        notes.append(
+            f"generic reader: the {t.lines} records like '{t.shown()[:80]}' count epochs one "
+            "by one: the epoch is their step"
+        )
+    if not any(t.ordinal for t in found.values()):  # the file-order note no longer holds
+        notes[:] = [n for n in notes if "in file order" not in n]
+
+
+def _one_print_per_record(
+    ordinal: list[Template], found: dict[str, Template], notes: list[str]
+) -> list[Template]:
+    """Two kinds of step-less loss lines, as many of each, print the same records twice
+    (LLaMA-Factory's callback logs `{'loss': 0.0000, 'learning_rate': 4.9999e-02, ...}`
+    beside the Trainer's own `{'loss': 0.0, 'grad_norm': nan, ...}` for every step): the
+    kind with the most fields is numbered; the other's duplicate fields are not read."""
+    if len(ordinal) < 2 or len({t.lines for t in ordinal}) > 1:
+        return ordinal
+    table = alias_table()
+    keep = max(ordinal, key=lambda t: (len(t.names), t.text))
+    kept = {table.canonical(k) for k in keep.names.values()}
+    for t in ordinal:
+        if t is keep:
+            continue
+        t.names = {i: k for i, k in t.names.items() if table.canonical(k) not in kept}
+        notes.append(
+            f"generic reader: {t.lines} lines like '{t.shown()[:80]}' repeat the records of "
+            f"'{keep.shown()[:80]}' (as many, the same loss): read once"
+        )
+        if not t.names:
+            found.pop(t.text, None)
+    return [keep]
 
 
 def _summaries(found: dict[str, Template], notes: list[str]) -> None:
@@ -609,8 +660,10 @@ def extract(
     _epoch_summaries(found, notes)
     if any(t.bar and t.is_record for t in found.values()):
         _attach_to_bars(found, notes)
-    elif not any(t.is_record for t in found.values()) and not _number_in_order(found, notes):
-        return empty, {}, 0
+    elif not any(t.is_record for t in found.values()):
+        if not _number_in_order(found, notes):
+            return empty, {}, 0
+        _epochs_as_steps(prepared, found, notes)
     found = {k: t for k, t in found.items() if t.is_record or t.cont}
     step_tbl, name_tbl = _slot_table(found)
     hit = prepared.join(step_tbl, on="tpl", how="inner", maintain_order="left").with_columns(
