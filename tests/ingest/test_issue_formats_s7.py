@@ -375,6 +375,47 @@ def test_hysteresis_overflow_does_not_set_the_loss_scale(tmp_path: Path) -> None
     assert "loss_scale" not in m
 
 
+MINILLM_130 = """\
+train | data_epochs  0/10 | inner iter:   3/  8 | ppo epoch:  2/ 4 | global iter:     27/  5000| tot_loss: 1.5269 | rl_loss: -1.0516 | pt_loss: 2.5786 | pg_loss: -1.0603 | reg_loss: 0.0087 | reward: 0.0116 | rev_kl: 0.0022 | stu_lens: 71.8750 | mixed_lens: 63.2500 | lr: 8.5000e-07 | scale:  32.00 | time: 1.700 | step time: 0.000
+[2023-12-21 16:39:54,688] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 32, reducing to 16
+train | data_epochs  0/10 | inner iter:   5/  8 | ppo epoch:  2/ 4 | global iter:     28/  5000| tot_loss: 2442.9075 | rl_loss: 2440.2554 | pt_loss: 2.6521 | pg_loss: 2440.1965 | reg_loss: 0.0588 | reward: 0.0131 | rev_kl: 0.0026 | stu_lens: 89.7500 | mixed_lens: 75.2500 | lr: 8.5000e-07 | scale:  16.00 | time: 1.287 | step time: 0.000
+train | data_epochs  0/10 | inner iter:   7/  8 | ppo epoch:  2/ 4 | global iter:     29/  5000| tot_loss: 2.2808 | rl_loss: -0.5124 | pt_loss: 2.7932 | pg_loss: -0.5309 | reg_loss: 0.0185 | reward: 0.0168 | rev_kl: 0.0011 | stu_lens: 75.7500 | mixed_lens: 67.1250 | lr: 9.0000e-07 | scale:  16.00 | time: 1.712 | step time: 0.000
+[2023-12-21 16:40:00,636] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 16, reducing to 8
+"""  # noqa: E501  https://github.com/microsoft/LMOps/issues/130
+
+
+def test_global_iter_phrase_and_total_loss_with_overflows(tmp_path: Path) -> None:
+    # before: not recognised (`inner iter` / `global iter` were no step keys, and the
+    # step is the 7th number; `tot_loss` was no loss)
+    _, m, _ = _stored(tmp_path, MINILLM_130)
+    assert m["loss"] == {27: 1.5269, 28: 2442.9075, 29: 2.2808}  # the spike at 28
+    assert m["lr"][29] == 9e-07 and m["inner_iter"][28] == 5.0
+    assert m["overflow"] == {28: 1.0, 30: 1.0}  # printed while steps 28 and 30 ran
+    assert m["loss_scale"] == {28: 16.0, 30: 8.0}
+
+
+DEEPSPEED_931 = (  # https://github.com/deepspeedai/DeepSpeed/issues/931: the issue quotes
+    # `[INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=6` and `[2023-04-28
+    # 06:59:46,878] [INFO] [logging.py:96:log_dist] [Rank 0] step=510, skipped=8,` ("8
+    # (=6+2)"); the rest of each line and the step-500/520 lines are synthetic, same syntax
+    "[2023-04-28 06:52:01,113] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=6, "
+    "lr=[1e-05], mom=[(0.9, 0.95)]\n"
+    "[2023-04-28 06:59:39,001] [INFO] [logging.py:96:log_dist] [Rank 0] step=500, skipped=6, "
+    "lr=[1e-05], mom=[(0.9, 0.95)]\n"
+    "[2023-04-28 06:59:46,878] [INFO] [logging.py:96:log_dist] [Rank 0] step=510, skipped=8, "
+    "lr=[1e-05], mom=[(0.9, 0.95)]\n"
+    "[2023-04-28 06:59:54,302] [INFO] [logging.py:96:log_dist] [Rank 0] step=520, skipped=8, "
+    "lr=[1e-05], mom=[(0.9, 0.95)]\n"
+)
+
+
+def test_deepspeed_skipped_count_since_the_start_becomes_per_window(tmp_path: Path) -> None:
+    # before: skipped_iters read 6, 6, 8, 8: every later step looked skipped again
+    _, m, w = _stored(tmp_path, DEEPSPEED_931)
+    assert m["skipped_iters"] == {10: 6.0, 500: 0.0, 510: 2.0, 520: 0.0}
+    assert m["lr"][510] == 1e-05 and any("since the start" in x for x in w)
+
+
 # ----- styles that already read right, pinned --------------------------------------------------
 MASKRCNN_283 = """\
 2018-12-18 10:21:38,024 maskrcnn_benchmark.trainer INFO: eta: 5:30:07  iter: 400  loss: 0.2376 (0.2817)  loss_classifier: 0.1325 (0.1725)  loss_box_reg: 0.0580 (0.0655)  loss_objectness: 0.0156 (0.0368)  loss_rpn_box_reg: 0.0078 (0.0070)  time: 0.3508 (0.3500)  data: 0.0095 (0.0094)  lr: 0.017307  max mem: 3050

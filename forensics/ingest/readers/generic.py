@@ -105,10 +105,10 @@ _STEP_KEYS = (
 _LATE_STEP_KEYS = {"global_step", "global step", "g_step", "num_updates"}
 # `completed step: 10` (MaxText), `Training Iteration: 1787` (NVIDIA DLLogger): a phrase whose
 # last word names the step, unless another word says it is a setting, not the counter.
-_PHRASE_STEP = {"step", "iteration"}
+_PHRASE_STEP = {"step", "iteration", "iter"}
 _NOT_COUNTER = {
     *("max", "total", "num", "warmup", "save", "log", "every", "per", "of"),
-    *("eval", "val", "valid", "validation", "test"),
+    *("eval", "val", "valid", "validation", "test", "inner", "micro"),
 }
 # Words a tqdm bar's description may hold when it is the training loop's bar (Lightning
 # `Epoch 0:`, Hugging Face Trainer's bare bar); `Map:`, `Loading checkpoint shards:` and
@@ -275,7 +275,11 @@ def infer(text: str, count: int) -> Template:
         _total_counter(tpl, lowered)
     late = tpl.bar or (
         tpl.step_slot is not None
-        and (lowered[tpl.step_slot] in _LATE_STEP_KEYS or _tagged(lits[tpl.step_slot]))
+        and (
+            lowered[tpl.step_slot] in _LATE_STEP_KEYS
+            or lowered[tpl.step_slot].startswith("global ")
+            or _tagged(lits[tpl.step_slot])
+        )
     )
     if tpl.step_slot is not None and (
         (tpl.step_slot > _MAX_STEP_SLOT and not late) or len(tpl.names) > _MAX_FIELDS
@@ -298,12 +302,16 @@ def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]
         if hits:
             tpl.step_slot, tpl.keyed = hits[0], True
             return
+    phrases = []
     for i in range(n):
         words = lowered[i].split()
         phrase = 1 < len(words) <= 3 and words[-1] in _PHRASE_STEP
         if i not in skip and phrase and not _NOT_COUNTER & set(words):
-            tpl.step_slot, tpl.keyed = i, True
-            return
+            phrases.append(i)
+    if phrases:  # `inner iter: 3/ 8 | ... | global iter: 27/ 5000`: the global count wins
+        glob = [i for i in phrases if lowered[i].startswith("global ")]
+        tpl.step_slot, tpl.keyed = (glob or phrases)[0], True
+        return
     for i in range(n - 1):
         if lowered[i] == "batch" and lits[i + 1] == "/" and i not in skip:
             tpl.step_slot, tpl.keyed = i, True
@@ -698,7 +706,7 @@ def extract(
     rows = rows.sort(["line", "slot"])
     used = set(rows["tpl"].unique().to_list())
     found = {k: t for k, t in found.items() if k in used}
-    out = rows.select(empty.columns)
+    out = _skip_increments(rows.select(empty.columns), notes)
     if overflows.height:
         records = hit.filter(~pl.col("cont")).select("line", "step")
         out = _overflow_rows(overflows, records, out, notes, events)
@@ -707,6 +715,29 @@ def extract(
     if bad_step.height:
         notes.append(f"{bad_step.height} lines whose step field is not an integer: ignored")
     return out, found, ignored
+
+
+def _skip_increments(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+    """DeepSpeed's `[Rank 0] step=510, skipped=8, lr=[...]` counts the steps skipped since
+    the run began; `skipped_iters` counts those of the logging window (as Megatron prints
+    them). The count becomes the increase since the line before (a drop, a restarted count,
+    starts a new run of increases)."""
+    is_skipped = pl.col("raw_name").str.to_lowercase() == "skipped"
+    if not rows.filter(is_skipped).height:
+        return rows
+    inc = pl.col("value") - pl.col("value").shift(1)
+    counted = (
+        rows.filter(is_skipped)
+        .sort("line")
+        .with_columns(
+            pl.when(inc.is_null() | (inc < 0)).then(pl.col("value")).otherwise(inc).alias("value")
+        )
+    )
+    notes.append(
+        "generic reader: `skipped=` counts skipped steps since the start (DeepSpeed): stored as "
+        "the increase from one logged step to the next (skipped_iters of the window)"
+    )
+    return pl.concat([rows.filter(~is_skipped), counted]).sort("line", maintain_order=True)
 
 
 def _overflow_rows(
