@@ -252,6 +252,22 @@ def test_nemo_lines_loss_val_loss_and_global_step(tmp_path: Path) -> None:
     assert any("global_step field" in x for x in w)
 
 
+UNSLOTH_4982 = """\
+Unsloth: Will smartly offload gradients to save VRAM!
+{'loss': '185.9', 'grad_norm': '6880', 'learning_rate': '1.263e-06', 'epoch': '0.002296'}  
+{'loss': '142.5', 'grad_norm': '4512', 'learning_rate': '2.538e-06', 'epoch': '0.004592'}
+{'loss': '117.6', 'grad_norm': '8128', 'learning_rate': '3.814e-06', 'epoch': '0.006888'}
+{'loss': '92.86', 'grad_norm': '1344', 'learning_rate': '5.089e-06', 'epoch': '0.009185'}
+"""  # noqa: W291  https://github.com/unslothai/unsloth/issues/4982
+
+
+def test_trainer_dicts_with_values_as_strings(tmp_path: Path) -> None:
+    # before: not recognised (newer transformers print every logged value as a string)
+    _, m, _ = _stored(tmp_path, UNSLOTH_4982)
+    assert m["loss"] == {1: 185.9, 2: 142.5, 3: 117.6, 4: 92.86}
+    assert m["grad_norm"][3] == 8128.0 and m["lr"][4] == 5.089e-06
+
+
 G_STEP_24 = (  # https://github.com/LorrinWWW/two-are-better-than-one/issues/24 (first line
     # quoted; the second is synthetic in the same syntax)
     "g_step 2000, step 152, avg_time 0.874, loss:51.5502\n"
