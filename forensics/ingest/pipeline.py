@@ -128,9 +128,12 @@ def _drop_repeated_steps(result: ReadResult) -> None:
     long = long.unique(subset=["step", "raw_name"], keep="last", maintain_order=True).sort("step")
     result.release()  # what was staged is superseded by the rows below
     result.metrics = long
+    repeated = before - long.height
     result.warnings.append(
-        f"{before - long.height} repeated (step, metric) rows from a restart or resume: "
-        "kept the last value of each"
+        f"{repeated} repeated (step, metric) rows from a restart or resume: kept the last "
+        "value of each"
+        if repeated
+        else "the steps of some series go back in the file (none repeats): sorted by step"
     )
 
 

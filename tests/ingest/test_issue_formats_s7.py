@@ -432,6 +432,58 @@ def test_deepspeed_skipped_count_since_the_start_becomes_per_window(tmp_path: Pa
     assert m["lr"][510] == 1e-05 and any("since the start" in x for x in w)
 
 
+INTERNEVO_375 = """\
+2024-11-24 02:35:28,531 INFO pipeline.py:770 in record_current_batch_training_metrics -- tflops=229.64161376788178 step=642 loss=2.1725409030914307 real_tgs=719.84 tgs (tokens/gpu/second)=720.46 tgs/last_tgs_1=720.46 tgs/tgs_all=716.63 tgs/tgs_avg=722.47 tgs/tgs_SMA=722.84 tgs/last_tgs_10=723.59 tgs/last_tgs_50=722.37 lr=9.808683347597691e-05 loss_scale=16384.0 grad_norm={'0_default': 2.156615516531637, '1_fp32': 0.0} micro_num=16 num_consumed_tokens=674234368 inf_nan_skip_batches=3 num_samples_in_batch=102 largest_length=7543 largest_batch=11 smallest_batch=2 adam_beta2=0.95 fwd_bwd_time=181.49 bwd_time=120.98 acc=0.5494 perplexity=9.0888 acc/zh=0.5494 tokens/zh=1047661 loss_from_metric=2.207 loss/zh=2.207
+2024-11-24 02:38:29,509 INFO pipeline.py:770 in record_current_batch_training_metrics -- tflops=230.8624288772513 step=643 loss=2.046380043029785 real_tgs=723.69 tgs (tokens/gpu/second)=724.29 tgs/last_tgs_1=724.29 tgs/tgs_all=716.64 tgs/tgs_avg=722.47 tgs/tgs_SMA=722.86 tgs/last_tgs_10=723.59 tgs/last_tgs_50=722.37 lr=9.8080255311898e-05 loss_scale=16384.0 grad_norm={'0_default': 1.7590333217221075, '1_fp32': 0.0} micro_num=16 num_consumed_tokens=675282944 inf_nan_skip_batches=3 num_samples_in_batch=108 largest_length=6803 l
+"""  # noqa: E501  https://github.com/InternLM/InternEvo/issues/375 (the second line cut as quoted)
+
+
+def test_internevo_key_value_line_after_a_double_dash(tmp_path: Path) -> None:
+    # before: the first key was `in record_current_batch_training_metrics -- tflops`
+    _, m, _ = _stored(tmp_path, INTERNEVO_375)
+    assert m["loss"] == {642: 2.1725409030914307, 643: 2.046380043029785}
+    assert m["loss_scale"][643] == 16384.0 and m["lr"][642] == 9.808683347597691e-05
+    assert m["tflops"][642] == 229.64161376788178
+    assert m["largest_length"] == {642: 7543.0, 643: 6803.0}  # the cut line's complete fields
+
+
+FAIRSEQ_LUA_38 = """\
+| epoch 000 | 0001000 updates | words/s    4328| trainloss     8.72 | train ppl   420.34
+| epoch 000 | 0002000 updates | words/s    4559| trainloss     6.91 | train ppl   120.29
+| checkpoint 001 | epoch 001 | 0002645 updates | s/checkpnt     767 | words/s    4461 | lr 0.250000
+| checkpoint 001 | epoch 001 | 0002645 updates | trainloss     7.40 | train ppl   169.38
+| checkpoint 001 | epoch 001 | 0002645 updates | validloss     5.87 | valid ppl    58.37 | testloss     5.82 | test ppl    56.55
+| epoch 001 | 0003645 updates | words/s    4371| trainloss     5.85 | train ppl    57.84
+| epoch 001 | 0004645 updates | words/s    4373| trainloss     5.58 | train ppl    47.91
+"""  # noqa: E501  https://github.com/facebookresearch/fairseq-lua/issues/38
+
+
+def test_a_count_followed_by_its_key_is_the_step(tmp_path: Path) -> None:
+    # before: not recognised (`0001000 updates`: the key after the count)
+    _, m, _ = _stored(tmp_path, FAIRSEQ_LUA_38)
+    assert m["loss"] == {1000: 8.72, 2000: 6.91, 2645: 7.4, 3645: 5.85, 4645: 5.58}
+    assert m["val_loss"] == {2645: 5.87} and m["lr"] == {2645: 0.25}
+
+
+FAIRSCALE_121 = """\
+2020-10-01 10:55:02 | INFO | train_inner | epoch 001:      2 / 78 loss_scale=32, train_wall=0, wall=6
+2020-10-01 10:55:02 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 16.0
+2020-10-01 10:55:02 | INFO | train_inner | epoch 001:      3 / 78 loss_scale=16, train_wall=0, wall=7
+2020-10-01 10:55:02 | INFO | train_inner | epoch 001:      4 / 78 loss=1.006, ppl=2.01, wps=0, ups=0, wpb=1024, bsz=8, num_updates=1, lr=2.24975e-07, gnorm=0.056, loss_scale=16, train_wall=0, wall=7
+2020-10-01 10:55:02 | INFO | train_inner | epoch 001:      5 / 78 loss=0.97, ppl=1.96, wps=0, ups=0, wpb=1024, bsz=8, num_updates=2, lr=3.24975e-07, gnorm=0.061, loss_scale=16, train_wall=0, wall=7
+"""  # noqa: E501  https://github.com/facebookresearch/fairscale/pull/121 (last line synthetic,
+# same syntax: the quote is cut after `loss=0.97,`)
+
+
+def test_fairseq_lines_before_the_first_update_are_not_steps_2_and_3(tmp_path: Path) -> None:
+    # before: the batch counter (2, 3) and num_updates (1) were mixed on one step axis
+    _, m, w = _stored(tmp_path, FAIRSCALE_121)
+    assert m["loss"] == {1: 1.006, 2: 0.97}
+    assert m["loss_scale"] == {0: 16.0, 1: 16.0, 2: 16.0}  # probing before update 1
+    assert m["overflow"] == {1: 1.0}
+    assert any("print no update count" in x for x in w)
+
+
 # ----- styles that already read right, pinned --------------------------------------------------
 MASKRCNN_283 = """\
 2018-12-18 10:21:38,024 maskrcnn_benchmark.trainer INFO: eta: 5:30:07  iter: 400  loss: 0.2376 (0.2817)  loss_classifier: 0.1325 (0.1725)  loss_box_reg: 0.0580 (0.0655)  loss_objectness: 0.0156 (0.0368)  loss_rpn_box_reg: 0.0078 (0.0070)  time: 0.3508 (0.3500)  data: 0.0095 (0.0094)  lr: 0.017307  max mem: 3050
@@ -450,6 +502,23 @@ Epoch: 0, Batch: 8, Global Step: 8, Step Time: 1.6567, Loss: 309.9092
 """  # https://github.com/noahchalifour/rnnt-speech-recognition/issues/26
 
 
+DSCHAT_444 = """\
+|E2E latency=2.12s |Gather latency=0.00s (0.00%) |Generate time=1.59s (75.13%) |Training time=0.42s (19.78%) |Others=0.11 (5.09%)|CurSamplesPerSec=1.89 |AvgSamplesPerSec=1.95
+epoch: 0|step: 3183|ppo_ep: 1|act_loss: 30.921875|cri_loss: 30.515625|unsuper_loss: 0.0
+average reward score: -7.80859375
+-------------------------------------------------------------------------------------
+|E2E latency=2.14s |Gather latency=0.00s (0.00%) |Generate time=1.62s (75.39%) |Training time=0.42s (19.74%) |Others=0.10 (4.87%)|CurSamplesPerSec=1.87 |AvgSamplesPerSec=1.95
+epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0
+average reward score: -6.359375
+"""  # noqa: E501  https://github.com/deepspeedai/DeepSpeedExamples/issues/444
+
+MAXTEXT_4847 = """\
+I0811 21:54:55.531340 138304841739136 metric_logger.py:226] completed step: 1, seconds: 0.631, TFLOP/s/device: 5688.282, Tokens/s/device: 311629.521, total_weights: 1572864, loss: 12.979, lm_loss: 12.979, perplexity: 433358.281
+I0811 21:55:06.119312 138304841739136 metric_logger.py:226] completed step: 2, seconds: 10.228, TFLOP/s/device: 350.869, Tokens/s/device: 19222.175, total_weights: 1572864, loss: 12.980, lm_loss: 12.980, perplexity: 433463.719
+I0811 21:55:27.300509       7 profiler_session.cc:121] Profiler session initializing.
+"""  # noqa: E501  https://github.com/AI-Hypercomputer/maxtext/pull/4847
+
+
 def test_styles_that_already_read_right(tmp_path: Path) -> None:
     _, m, _ = _stored(tmp_path, MASKRCNN_283)
     assert m["loss"] == {400: 0.2376, 420: 0.2443} and m["lr"][420] == 0.01784
@@ -457,6 +526,10 @@ def test_styles_that_already_read_right(tmp_path: Path) -> None:
     assert m["loss"] == {340: 0.00373, 360: 0.00344}
     _, m, _ = _stored(tmp_path, RNNT_26)
     assert m["loss"] == {7: 327.358, 8: 309.9092} and m["iter_time_s"][8] == 1.6567
+    _, m, _ = _stored(tmp_path, DSCHAT_444)  # an RLHF actor loss: its own name, Inf kept
+    assert m["act_loss"][3183] == 30.921875 and math.isinf(m["act_loss"][3184])
+    _, m, w = _stored(tmp_path, MAXTEXT_4847)  # `loss` and `lm_loss`: one loss, said so
+    assert m["loss"] == {1: 12.979, 2: 12.98} and any("another name" in x for x in w)
 
 
 # ----- through the CLI ---------------------------------------------------------------------------

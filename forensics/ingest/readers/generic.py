@@ -123,11 +123,12 @@ _COUNTER = re.compile(r"\x00\s*/\s*\x00")  # an `i / N` progress counter in a te
 _BAR = re.compile(r"%\|[^|\x00]*\|")  # tqdm's bar glyphs, which vary from line to line
 # `Epoch 2/10` alone on a line (Keras): the epoch of the records after it.
 _EPOCH_HEADER = re.compile(r"^\s*(?i:epoch)\s*\x00(?:\s*/\s*\x00)?\s*:?\s*$")
+_COUNT_AFTER = {"updates", "steps", "iterations", "iters"}
 _STEP_WORDS = {"iter", "iters", "iteration", "iterations", "step", "steps"}
 _SUMMARY_WORDS = {"averaged", "average", "summary", "epoch"}
 _NEXT_BRACKET = re.compile(r"\]\s*\[\s*\Z")  # `][`, `]  [ `: the next bracketed counter
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
-_FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-\s|=(?=\s)")
+_FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (InternEvo)
 _WORD = re.compile(r"[A-Za-z]")
 _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step lines)
 _GLUED = re.compile(r"([A-Za-z%]{1,4})(?:[\s|,;)]|$)")
@@ -163,6 +164,8 @@ class Template:
     ordinal: bool = False  # no step counter at all: records numbered in file order
     bar: bool = False  # the step is a training progress bar's counter (tqdm `n/N`)
     per_epoch: bool = False  # a bare `n/N` counter, which may restart after `Epoch E` lines
+    in_epoch: bool = False  # fairseq's `epoch 001:  450 / 1891`: batches within the epoch
+    global_count: bool = False  # the step is a global update count (`num_updates=445`)
 
     @property
     def is_record(self) -> bool:
@@ -273,6 +276,8 @@ def infer(text: str, count: int) -> Template:
         tpl.names[i] = key
     if tpl.step_slot is None:
         _total_counter(tpl, lowered)
+    elif lowered[tpl.step_slot] in _LATE_STEP_KEYS or lowered[tpl.step_slot].startswith("global "):
+        tpl.global_count = True
     late = tpl.bar or (
         tpl.step_slot is not None
         and (
@@ -312,6 +317,11 @@ def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]
         glob = [i for i in phrases if lowered[i].startswith("global ")]
         tpl.step_slot, tpl.keyed = (glob or phrases)[0], True
         return
+    for i in range(n):  # fairseq-lua `| epoch 000 | 0001000 updates |`: the key after
+        after = lits[i + 1].strip(" |").lower()
+        if not lowered[i] and i not in skip and after.split(" ")[0] in _COUNT_AFTER:
+            tpl.step_slot, tpl.keyed = i, True
+            return
     for i in range(n - 1):
         if lowered[i] == "batch" and lits[i + 1] == "/" and i not in skip:
             tpl.step_slot, tpl.keyed = i, True
@@ -361,7 +371,7 @@ def _epoch_counter(tpl: Template, lits: list[str], lowered: list[str], skip: set
         counter = lits[i + 2].strip() == "/" and not _WORD.search(lits[i + 1])
         if lowered[i] == "epoch" and counter and i not in skip:
             tpl.epoch_slot, tpl.step_slot, tpl.total_slot = i, i + 1, i + 2
-            tpl.keyed = True
+            tpl.keyed = tpl.in_epoch = True
             skip.add(i)
             return
 
@@ -456,7 +466,25 @@ def templates(prepared: pl.DataFrame, notes: list[str]) -> dict[str, Template]:
         tpl = infer(text, count)
         if tpl.is_record or tpl.cont or any("loss" in k.lower() for k in tpl.names.values()):
             out[text] = tpl
+    _before_updates(out, notes)
     return out
+
+
+def _before_updates(found: dict[str, Template], notes: list[str]) -> None:
+    """fairseq prints `epoch 001:   2 / 78 loss_scale=32, ...` without `num_updates` while
+    its loss scaler skips the first batches: where records count global updates, a kind
+    of record counting batches within the epoch belongs to the update before it."""
+    if not any(t.global_count and t.is_record for t in found.values()):
+        return
+    for t in found.values():
+        if t.in_epoch and not t.global_count and t.is_record:
+            t.step_slot = t.epoch_slot = t.total_slot = None
+            t.keyed = t.in_epoch = False
+            t.cont = True
+            notes.append(
+                f"generic reader: {t.lines} lines like '{t.shown()[:80]}' print no update "
+                "count: they belong to the update before them"
+            )
 
 
 def _number_in_order(found: dict[str, Template], notes: list[str]) -> bool:
