@@ -1019,7 +1019,7 @@ class GenericTextReader(Reader):
     structured = False  # numbers parsed back from printed text
     description = (
         "any line-oriented log with a step counter and named numbers (inferred): fairseq, "
-        "MaxText, Composer, Keras, TF, tqdm bars"
+        "MaxText, Composer, Keras, TF, MetricLogger/ProgressMeter, DeepSpeed, InternEvo, tqdm bars"
     )
     priority = 95  # after every named format and the named line patterns
 
