@@ -342,6 +342,8 @@ def test_glyphless_bar_with_a_rich_record_glued(tmp_path: Path) -> None:
     _, m, _ = _stored(tmp_path, COLOSSAL_1375)
     assert _nan_at(m["loss"]) == [431, 432]
     assert m["lr"] == {431: 2.5e-05, 432: 2.5e-05}
+    # `throughput=0.28555 sample_per_sec`: samples, though `throughput` alone means tokens
+    assert m["samples_per_s"][431] == 0.28555 and "tokens_per_s" not in m
 
 
 MINFM_4 = """\

@@ -210,6 +210,18 @@ def _key_before(lit: str) -> str:
     return _clean_key(_FIELD_SEP.split(body)[-1])
 
 
+def _rate_by_unit(key: str, after: str) -> str:
+    """A throughput named for what it counts by the unit printed after it: ColossalAI's
+    `throughput=0.28555 sample_per_sec` counts samples, not tokens."""
+    canon = alias_table().canonical(key)
+    if canon not in ("tokens_per_s", "samples_per_s"):
+        return key
+    unit = after.strip().split(" ")[0].lower() if after[:1] == " " else ""
+    if "sample" in unit:
+        return "samples_per_s"
+    return "tokens_per_s" if "token" in unit else key
+
+
 def _tagged(lit: str) -> bool:
     """The slot's key is printed in brackets (`| [step]    89`): a key, wherever it stands."""
     return _TAG_KEY.search(_OPEN_VALUE.sub("", lit).rstrip(" \t:=#")) is not None
@@ -273,7 +285,7 @@ def infer(text: str, count: int) -> Template:
             key = f"{key} loss"
         elif split_word and split_word not in key.lower() and "loss" in key.lower():
             key = f"{split_word} {key}"
-        tpl.names[i] = key
+        tpl.names[i] = _rate_by_unit(key, lits[i + 1])
     if tpl.step_slot is None:
         _total_counter(tpl, lowered)
     elif lowered[tpl.step_slot] in _LATE_STEP_KEYS or lowered[tpl.step_slot].startswith("global "):
