@@ -334,12 +334,16 @@ def arbitrate(results: list[ReplayResult]) -> list[ReplayResult]:
 
 
 def downgrade(results: list[ReplayResult]) -> list[ReplayResult]:
-    """Probes on an unfaithful state are inconclusive unless the hardware probe explains it."""
+    """Probes on an unfaithful state are inconclusive unless the hardware probe explains it
+    (or, for the LR counterfactual, the replay drifted off by rounding after the window's
+    start, which its verdict already accounts for)."""
     by = {r.probe: r for r in results}
     repro, hw = by.get("reproduce"), by.get("hardware")
     if repro is None or repro.verdict != REFUTED or (hw is not None and hw.verdict == CONFIRMED):
         return results
     for r in results:
+        if r.numbers.get("drift_step") is not None:
+            continue  # judged on the drifted replay already (optimizer.decide_lr_drifted)
         if r.probe in PROBES and r.verdict in (CONFIRMED, REFUTED):
             r.detail = (
                 f"replay does not reproduce the logged run ({repro.detail}); "

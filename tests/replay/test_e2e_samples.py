@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replay_portability import departed, rows_of
+from replay_portability import departed, drifted, rows_of
 
 from forensics.detect import detect
 from forensics.ingest import ingest
@@ -94,10 +94,9 @@ def test_injected_cause_is_confirmed_by_replay(analyzed: Any) -> None:
             "SELECT cause, replay FROM incidents WHERE run_id = ? AND incident_id = ?",
             [name, inc["incident_id"]],
         ).to_dicts()[0]
-        if departed(name, rows_of(rows)):  # another CPU's chaotic run: nothing to confirm
-            assert "confirmed" not in verdicts.values(), (name, rows_of(rows))
-            assert row["cause"] == t["cause"] and row["replay"] != "confirmed", (name, row)
-            continue
+        if departed(name, rows_of(rows)):  # another CPU's chaotic run (replay_portability)
+            assert all(drifted(r.probe, r.verdict, r.detail, r.numbers) for r in rows if
+                       r.verdict == "confirmed"), (name, rows_of(rows))  # fmt: skip
         assert verdicts.get(t["cause"]) == "confirmed", (name, [(r.probe, r.verdict, r.detail)
                                                               for r in rows])  # fmt: skip
         assert row == {"cause": t["cause"], "replay": "confirmed"}, (name, row)

@@ -176,9 +176,17 @@ class Window:
             f"loss added by the updates: logged {n(self.x_log)}, replayed {n(self.x_orig)}, "
             f"counterfactual {n(self.x_cf)}; spike over trend {fmt_excess(self.e_log)}, noise "
             f"allowance {n(self.a, 3)}; update norm peaks {n(self.u_cf, 3)} vs "
-            f"{n(self.u_orig, 3)} (pre-spike {n(self.u_pre, 3)}); normalized step peaks "
-            f"{n(self.r_cf, 3)} vs {n(self.r_orig, 3)} (pre-spike {n(self.r_pre, 3)})"
+            f"{n(self.u_orig, 3)} ({_pre(self.u_pre)}); normalized step peaks "
+            f"{n(self.r_cf, 3)} vs {n(self.r_orig, 3)} ({_pre(self.r_pre)})"
         )
+
+
+def _pre(level: float) -> str:
+    """The pre-spike level, or why there is none (the window starts after the onset, at the
+    latest checkpoint before the offending step: no replayed step precedes the incident)."""
+    if math.isfinite(level):
+        return f"pre-spike {n(level, 3)}"
+    return "no replayed step before the onset"
 
 
 def measure(s: Session, steps: list[int], cf: dict[int, StepRow]) -> tuple[Window, dict[str, Any]]:

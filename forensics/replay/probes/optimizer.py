@@ -26,7 +26,11 @@ batches themselves, or it does not reproduce).
   refuted when kept >= 3/4 and kept_step >= 3/4; inconclusive otherwise.
 - lr_too_high: confirmed when kept <= 1/2 and the counterfactual's updates stay near the
   pre-spike level (within 2x, or half of the original's excess removed); refuted when
-  kept >= 3/4; inconclusive otherwise.
+  kept >= 3/4; inconclusive otherwise. When the replay reproduced the log through the
+  window's start and then drifted off it by rounding (reproduce.drift_step: a far too high
+  LR grows last-bit kernel differences into other spikes), the replayed spikes are not the
+  logged ones: the same rules then compare the two replays alone, once the run's own LR adds
+  at least twice the noise allowance (decide_lr_drifted), and the detail says "statistical".
 
 The runner then arbitrates (runner.arbitrate): when beta2 = 0.95 removes the spike at the
 run's own learning rate, that LR was sustainable, so a confirmed lr_too_high becomes refuted.
@@ -36,11 +40,13 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.counterfactual import Window, measure, rerun
 from forensics.replay.probes.fix_share import FIX_BETA2, measure_fix
+from forensics.replay.probes.reproduce import drift_step
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
 from forensics.replay.state import StateUnavailable
 from forensics.replay.verdicts import share_text
@@ -136,7 +142,15 @@ def counterfactual(
     if not steps:
         return s.result(hyp, hyp, INCONCLUSIVE, extra, "window too short to compare")
     w, numbers = measure(s, steps, cf)
-    verdict, detail = (decide_beta2 if hyp == "stale_beta2" else decide_lr)(w)
+    if hyp == "stale_beta2":
+        verdict, detail = decide_beta2(w)
+    else:
+        drift = drift_step(s)
+        if drift is None:
+            verdict, detail = decide_lr(w)
+        else:
+            verdict, detail = decide_lr_drifted(w, drift, s)
+            extra = extra | {"drift_step": drift}
     res = s.result(hyp, hyp, verdict, numbers | extra, f"{detail} ({w.facts()})")
     res.wall_s = time.perf_counter() - t0
     return res
@@ -183,8 +197,8 @@ def decide_beta2(w: Window) -> tuple[str, str]:
     kept_step = (b_cf - 1.0) / (b_orig - 1.0)
     if w.kept <= 0.5 and kept_step <= STEP_KEPT_MAX:
         return CONFIRMED, (
-            f"beta2 = 0.95 with a second-moment reset removes {1 - w.kept:.0%} of the added "
-            f"loss and {1 - kept_step:.0%} of the normalized-step blow-up"
+            f"beta2 = 0.95 with a second-moment reset removes {_removed(w.kept)} of the added "
+            f"loss and {_removed(kept_step)} of the normalized-step blow-up"
         )
     if w.kept >= 0.75 and kept_step >= 0.75:
         return REFUTED, "beta2 = 0.95 keeps the spike and the normalized-step blow-up"
@@ -192,6 +206,29 @@ def decide_beta2(w: Window) -> tuple[str, str]:
         f"beta2 = 0.95 keeps {w.kept:.0%} of the added loss and {kept_step:.0%} of the "
         "normalized-step blow-up"
     )
+
+
+def decide_lr_drifted(w: Window, drift: int, s: Session) -> tuple[str, str]:
+    """decide_lr on a replay that drifted off the log by rounding after the window's start
+    (reproduce.drift_step): the replayed spikes are then not the logged ones, so the test is
+    whether the run's own LR, replayed on the same batches from the same logged state, adds
+    loss well above the noise (2x the allowance) that the halved LR removes. The runner keeps
+    this verdict (downgrade) and the detail says it is statistical."""
+    why = (
+        f"statistical: the replay reproduces the log through step {s.plan.start}, then drifts "
+        f"off it from step {drift} by rounding that the run's own LR amplifies, so its spikes "
+        f"are not the logged ones; both replays start from the logged state of step "
+        f"{s.plan.start} and train on the same batches"
+    )
+    if w.e_log <= w.a:
+        return INCONCLUSIVE, "no loss excess above the noise to remove"
+    if w.x_orig < 2.0 * w.a:
+        return INCONCLUSIVE, (
+            f"{why}; at the run's own LR the replay adds no loss above twice the noise "
+            "allowance, so there is no instability to remove"
+        )
+    verdict, detail = decide_lr(replace(w, x_log=0.0))
+    return verdict, f"{why}; {detail}"
 
 
 def decide_lr(w: Window) -> tuple[str, str]:
@@ -204,4 +241,10 @@ def decide_lr(w: Window) -> tuple[str, str]:
         return INCONCLUSIVE, f"the halved LR keeps {w.kept:.0%} of the added loss"
     if not w.updates_near_pre():
         return INCONCLUSIVE, "the halved LR removes the loss spike but not the update blow-up"
-    return CONFIRMED, f"the halved LR removes {1 - w.kept:.0%} of the added loss"
+    return CONFIRMED, f"the halved LR removes {_removed(w.kept)} of the added loss"
+
+
+def _removed(kept: float) -> str:
+    """1 - kept as the share verdicts.share stores (0-100%: a counterfactual that ends
+    below the noise allowance removes all of the added loss, not more than all of it)."""
+    return share_text(min(1.0, max(0.0, 1.0 - kept)))

@@ -11,7 +11,9 @@ The tolerance (RTOL_LOSS 1e-3 on the loss, RTOL_GRAD 1e-2 on the grad norm) admi
 rounding of another CPU's or GPU's kernels; whether the match was bit-exact is reported too
 (`bit_exact`, and "bit-exact" / "within tolerance" in the detail). A tolerance cannot make a
 chaotic run reproduce: at a far too high LR a 1e-4 rounding difference grows to O(1) over a
-hundred steps, and the replay then truly departs from the log (refuted, as it should be).
+hundred steps, and the replay then truly departs from the log (refuted, as it should be);
+`drift_step` tells such a drift (the loss still within 1e-2 where it starts, after the
+window's start) from a jump, for the one probe that can still conclude (optimizer.py).
 
 `hardware` (hypothesis `hardware_fault`): needs a faithful prefix (else inconclusive: the
 replay itself drifts, so a spike that does not reproduce proves nothing). Then the spike is
@@ -42,6 +44,9 @@ from forensics.replay.result import (
 
 RTOL_LOSS = 1e-3  # fp tolerance on the loss (bit-exact on the same device and precision)
 RTOL_GRAD = 1e-2  # grad norms amplify rounding differences more than the loss does
+# A replay that leaves the log with its loss still within 1e-2 of the logged one has drifted
+# off by rounding (grown by the run's own dynamics), not jumped to another computation.
+DRIFT_RTOL_LOSS = 1e-2
 
 
 @dataclass
@@ -86,6 +91,23 @@ def compare(s: Session) -> Comparison:
         offending_ok=off not in bad and off in s.rows,
         bit_exact=exact,
     )  # fmt: skip
+
+
+def drift_step(s: Session) -> int | None:
+    """The step where a replay that reproduced the log through the window's start (the
+    state both counterfactual runs start from) drifts off it by rounding: its loss is still
+    within DRIFT_RTOL_LOSS there. A far too high LR grows last-bit differences between
+    kernels into different spikes within tens of steps, yet a replay and its counterfactual
+    still start from the logged state and see the same batches. None when the replay
+    reproduces, departs at or before the window's start, or departs by a jump."""
+    if not s.rows:
+        return None
+    c = compare(s)
+    t = c.first_mismatch
+    if t is None or (c.prefix_ok and c.offending_ok) or t <= s.plan.start:
+        return None
+    i = c.steps.index(t)
+    return t if close(c.logged_loss[i], c.replayed_loss[i], DRIFT_RTOL_LOSS) else None
 
 
 def _at(c: Comparison, values: list[Any], step: int | None) -> Any:
