@@ -2,9 +2,9 @@
 it (forensics/replay/probes/fix_share.py): beta2 = 0.95 restarted from a checkpoint before the
 incident, the damage being the largest loss above the run *without the trigger* (ordinary
 batches of the run's own data trained at the trigger's steps; its updates skipped only where
-none is left) on the ordinary batches that follow it. Replay used to measure it from five steps before the onset,
-as the loss added above each batch's own cost, and stated beta2 where its fix removes 14-44%
-(truth) because that measure gave 52-84%."""
+none is left) on the ordinary batches that follow it. Replay used to measure it from five
+steps before the onset, as the loss added above each batch's own cost, and stated beta2 where
+its fix removes 14-44% (truth) because that measure gave 52-84%."""
 
 from __future__ import annotations
 
