@@ -91,11 +91,16 @@ class Rerun:
 @dataclass
 class Change:
     """A counterfactual: beta2 from the first re-run step on, the LR scaled by `lr_factor`,
-    and Adam's second moment raised to the squared gradient at step `reset_at`."""
+    and Adam's second moment raised to the squared gradient at step `reset_at`; the steps in
+    `batches` train those inputs (one collated dict per micro-batch, as `StepIndex.batch`
+    gives them) instead of their own, the steps in `skip` make no update (their gradients
+    are dropped before the optimizer's step)."""
 
     beta2: float | None = None
     lr_factor: float = 1.0
     reset_at: int | None = None
+    batches: dict[int, list[Any]] = field(default_factory=dict)
+    skip: frozenset[int] = frozenset()
 
 
 def rerun(
@@ -130,9 +135,10 @@ def rerun(
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="forensics-replay-") as tmp:
         local = _local_args(args, tmp, cpu=device.type == "cpu")
-        trainer = Trainer(model=model, args=local, train_dataset=dataset,
-                          data_collator=collator or default_data_collator,
-                          callbacks=[watch])  # fmt: skip
+        cls = _trainer_class(Trainer, watch.change)
+        trainer = cls(model=model, args=local, train_dataset=dataset,
+                      data_collator=collator or default_data_collator,
+                      callbacks=[watch])  # fmt: skip
         trainer.remove_callback(PrinterCallback)  # the re-run's logs go to `rows`, not stdout
         try:
             trainer.train(resume_from_checkpoint=str(ckpt))
@@ -145,6 +151,29 @@ def rerun(
     if change is None and out.pre is None:
         raise StateUnavailable(f"the re-run from {ckpt} never reached step {offending}")
     return out
+
+
+def _trainer_class(base: type, change: Change) -> type:
+    """The Trainer, or, when `change` substitutes batches, a Trainer whose step t feeds
+    its k-th micro-batch `change.batches[t][k]` to `training_step` instead of the one its
+    dataloader gave (same shapes and collator: the dataloader and its sampler are left as
+    they are, so every other step gets its own batch)."""
+    if not change.batches:
+        return base
+
+    class Substituting(base):  # type: ignore[misc,valid-type]
+        micro: tuple[int, int] = (-1, -1)  # (step, micro-batch) last fed
+
+        def training_step(self, model: Any, inputs: Any, *args: Any, **kw: Any) -> Any:
+            step = int(self.state.global_step) + 1
+            subs = change.batches.get(step)
+            if subs:
+                last, k = self.micro
+                self.micro = (step, k + 1 if last == step else 0)
+                inputs = subs[self.micro[1] % len(subs)]
+            return super().training_step(model, inputs, *args, **kw)
+
+    return Substituting
 
 
 def _inner(optimizer: Any) -> torch.optim.Optimizer:
@@ -186,6 +215,9 @@ def _watch_class() -> type:
                 self.out.lr_source = "log"
             for g in opt.param_groups:
                 g["lr"] = float(g["lr"]) * self.change.lr_factor
+            if step in self.change.skip:  # the loss is logged, the update not made
+                for p in kw["model"].parameters():
+                    p.grad = None
             if self.change.reset_at == step:
                 from forensics.replay.probes.counterfactual import raise_second_moment
 

@@ -13,6 +13,7 @@ line, and the others still run.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -254,11 +255,22 @@ class HFReplayer:
         self.beta2, self.lr_note = beta2, lr_note
         self._start: CausalLMProbe | None = None
 
-    def rerun(self, beta2: float | None, lr_factor: float, reset_at: int | None) -> dict[int, Any]:
+    def rerun(
+        self,
+        beta2: float | None,
+        lr_factor: float,
+        reset_at: int | None,
+        *,
+        substitute: Mapping[int, int] | None = None,
+        skip: Collection[int] = (),
+    ) -> dict[int, Any]:
         s, run = self.s, self.run
+        assert run.index is not None
+        batches = {t: run.index.batch(u) for t, u in (substitute or {}).items()}
+        change = Change(beta2, lr_factor, reset_at, batches, frozenset(skip))
         re = rerun(Path(self.ckpt.path), self.ckpt.step, run.args, run.dataset, s.plan.offending,
-                   s.plan.end, s.device, logged_lr=run.logged_lr(),
-                   change=Change(beta2, lr_factor, reset_at), collator=run.collator)  # fmt: skip
+                   s.plan.end, s.device, logged_lr=run.logged_lr(), change=change,
+                   collator=run.collator)  # fmt: skip
         return {t: r for t, r in re.rows.items() if "loss" in r}
 
     @torch.no_grad()

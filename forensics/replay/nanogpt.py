@@ -26,6 +26,7 @@ import contextlib
 import copy
 import math
 import time
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,8 +141,12 @@ def get_lr(cfg: dict[str, Any], it: int) -> float:
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
-def train_iter(st: NanoState, batch: Batch, lr_factor: float = 1.0, reset: bool = False) -> StepRow:
-    """One nanoGPT iteration on `batch` (its GA micro-batches); the row replay compares."""
+def train_iter(
+    st: NanoState, batch: Batch, lr_factor: float = 1.0, reset: bool = False, skip: bool = False
+) -> StepRow:
+    """One nanoGPT iteration on `batch` (its GA micro-batches); the row replay compares.
+    `skip`: the loss is computed, the gradients are dropped before AdamW's step (no update,
+    its moments and step count untouched)."""
     it, cfg, opt = st.it, st.config, st.optimizer
     lr = get_lr(cfg, it) * lr_factor
     for g in opt.param_groups:
@@ -159,6 +164,8 @@ def train_iter(st: NanoState, batch: Batch, lr_factor: float = 1.0, reset: bool 
     norm = float(torch.nn.utils.clip_grad_norm_(params, clip if clip else math.inf))
     if reset:
         raise_second_moment(opt, {p: p.grad for p in params if p.grad is not None}, 1.0)
+    if skip:
+        opt.zero_grad(set_to_none=True)
     before = [p.detach().clone() for p in st.model.parameters()]
     st.scaler.step(opt)
     st.scaler.update()
@@ -194,14 +201,24 @@ class NanoReplayer:
         self.lr_note = "the schedule (nanoGPT's get_lr)"
         self._start: NanoState | None = None
 
-    def rerun(self, beta2: float | None, lr_factor: float, reset_at: int | None) -> dict[int, Any]:
+    def rerun(
+        self,
+        beta2: float | None,
+        lr_factor: float,
+        reset_at: int | None,
+        *,
+        substitute: Mapping[int, int] | None = None,
+        skip: Collection[int] = (),
+    ) -> dict[int, Any]:
         st = restore(Path(self.ckpt.path), self.s.device)
         if beta2 is not None:
             for g in st.optimizer.param_groups:
                 g["betas"] = (g["betas"][0], beta2)
-        rows = []
+        rows, sub = [], substitute or {}
         while st.it <= self.s.plan.end:
-            rows.append(train_iter(st, self.s.batch(st.it), lr_factor, reset=st.it == reset_at))
+            it = st.it
+            batch = self.s.batch(sub.get(it, it))
+            rows.append(train_iter(st, batch, lr_factor, reset=it == reset_at, skip=it in skip))
         return {int(r["step"]): r for r in rows}
 
     @torch.no_grad()

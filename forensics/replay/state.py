@@ -10,7 +10,7 @@ reproduce the logged loss bit for bit.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -95,11 +95,14 @@ def advance(
     until: int,
     faults: Sequence[Fault] = (),
     on_step: Callable[[StepRow], None] | None = None,
+    substitute: Mapping[int, int] | None = None,
 ) -> list[StepRow]:
-    """Run the logged steps state.step + 1 .. until; returns their metric rows."""
-    rows = []
+    """Run the logged steps state.step + 1 .. until; returns their metric rows. A step in
+    `substitute` trains the batch logged at the step it maps to instead of its own."""
+    rows: list[StepRow] = []
+    substitute = substitute or {}
     while state.step < until:
-        records = batch_records(data, state.step + 1)
+        records = batch_records(data, substitute.get(state.step + 1, state.step + 1))
         try:
             row = train_step(state, records, faults)
         except SimulationError as exc:  # a shard named by the manifest is missing or short

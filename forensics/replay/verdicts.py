@@ -101,10 +101,11 @@ def share(probe: str, numbers: dict[str, Any]) -> tuple[float | None, str]:
 
     - stale_beta2, as the share is defined (probes/fix_share.py): restarted from a
       checkpoint before the incident with beta2 = 0.95 alone (no reset), the share of the
-      damage (the largest loss above the run with the trigger's updates skipped, on the
-      ordinary batches after it) that the fix no longer does: `fix_share_removed`. Through a
-      run's own trainer (no batch skipping), 1 - kept_plain, the same as lr_too_high's but
-      for beta2 = 0.95 alone;
+      damage (the largest loss above the run without the trigger, ordinary batches trained
+      at its steps, on the ordinary batches after it) that the fix no longer does:
+      `fix_share_removed`, through whichever trainer replays the run. Where no checkpoint
+      could be restored for it, 1 - kept_plain (the window re-run from its start with
+      beta2 = 0.95 alone, measured as lr_too_high's);
     - lr_too_high: 1 - kept, the share of the loss the updates added on ordinary batches
       (above the noise) that the re-run with the halved LR no longer adds
       (probes/counterfactual.py);

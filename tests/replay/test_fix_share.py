@@ -1,9 +1,10 @@
 """Issue 15: the share of the damage stale_beta2's fix removes, measured as the truth defines
 it (forensics/replay/probes/fix_share.py): beta2 = 0.95 restarted from a checkpoint before the
-incident, the damage being the largest loss above the run *without the trigger* on the
-ordinary batches that follow it. Replay used to measure it from five steps before the onset,
-as the loss added above each batch's own cost, and stated beta2 where its fix removes 14-44%
-(truth) because that measure gave 52-84%."""
+incident, the damage being the largest loss above the run *without the trigger* (ordinary
+batches of the run's own data trained at the trigger's steps; its updates skipped only where
+none is left) on the ordinary batches that follow it. Replay used to measure it from five
+steps before the onset, as the loss added above each batch's own cost, and stated beta2 where
+its fix removes 14-44% (truth) because that measure gave 52-84%."""
 
 from __future__ import annotations
 
@@ -23,7 +24,14 @@ from forensics.ingest import ingest
 from forensics.replay.context import Checkpoint, load_run, select_incidents
 from forensics.replay.plan import BIG, make_plan
 from forensics.replay.probes.base import Session
-from forensics.replay.probes.fix_share import FixShare, SkipUpdate, fix_checkpoint, measure_fix
+from forensics.replay.probes.fix_share import (
+    Baseline,
+    FixShare,
+    SkipUpdate,
+    fix_checkpoint,
+    measure_fix,
+    ordinary_batches,
+)
 from forensics.replay.runner import rebuild
 from forensics.replay.verdicts import share
 from forensics.sim.data import INJECT_SHARD, BatchRecord, prepare_data, write_shard
@@ -38,7 +46,7 @@ def _window(**kw: Any) -> FixShare:
     base: dict[str, Any] = {
         "checkpoint_step": 10, "end_step": 45, "hard_steps": [35, 36, 37],
         "steps": [38, 39, 40], "original": [5.0, 4.6, 4.2], "fixed": [4.3, 4.4, 4.1],
-        "clean": [4.0, 4.1, 4.0], "a": 0.1,
+        "clean": [4.0, 4.1, 4.0], "a": 0.1, "baseline": Baseline({35: 50, 36: 51, 37: 53}),
     }  # fmt: skip
     return FixShare(**(base | kw))
 
@@ -54,7 +62,31 @@ def test_share_is_one_minus_the_fixed_damage_over_the_damage() -> None:
     assert share("stale_beta2", n)[1].endswith(
         ", 1 at step 38, 0.3 with beta2 = 0.95 alone from the checkpoint of step 10"
     )
-    assert "removes 70% of the damage" in w.sentence() and "batches 35-37 skipped" in w.sentence()
+    assert n["fix_baseline"] == "ordinary batches" and n["fix_skipped_steps"] == []
+    assert json.loads(json.dumps(n))["fix_substitutes"] == {"35": 50, "36": 51, "37": 53}
+    assert "removes 70% of the damage" in w.sentence()
+    assert "batches 35-37 replaced by the ordinary batches of steps 50, 51, 53" in w.sentence()
+    # where the source has no ordinary batch left, the update is skipped, and the row says so
+    w = _window(baseline=Baseline({35: 50}, [36, 37]))
+    assert w.numbers()["fix_baseline"] == "ordinary batches and skipped updates"
+    assert "the updates of batches 36-37 skipped (no ordinary batch left)" in w.sentence()
+    assert _window(baseline=Baseline({}, [35, 36, 37])).numbers()["fix_baseline"] == (
+        "skipped updates"
+    )
+
+
+def test_the_ordinary_batches_come_after_the_window_then_before_it_else_a_skip() -> None:
+    """Fresh batches first (none of the re-runs trains the steps after `end`), nearest first,
+    hard ones (b(t) above trend + a, or not finite) passed over; then those before the first
+    re-run step; a hard step left over is skipped."""
+    costs = {t: 4.0 for t in range(1, 61)} | {46: 9.0, 47: math.nan}
+    s = SimpleNamespace(data=SimpleNamespace(records=dict.fromkeys(range(1, 49))), costs=costs,
+                        plan=SimpleNamespace(trend=4.0, noise=0.1), replayer=None)  # fmt: skip
+    base = ordinary_batches(s, [35, 36, 37], 11, 45)  # type: ignore[arg-type]
+    assert base.substitute == {35: 48, 36: 10, 37: 9} and base.skipped == []
+    s.data.records = dict.fromkeys(range(11, 48))  # nothing before step 11, 46-47 hard
+    base = ordinary_batches(s, [35, 36, 37], 11, 45)  # type: ignore[arg-type]
+    assert base.substitute == {} and base.skipped == [35, 36, 37]
 
 
 def test_a_diverged_original_counts_as_unbounded_damage() -> None:
@@ -109,8 +141,8 @@ def test_a_skipped_update_leaves_weights_and_adam_untouched(tmp_path: Path) -> N
 
 
 def _stale_run(tmp_path: Path) -> Path:
-    """A tiny beta2 = 0.999 run with a burst of rare-band batches at steps 35-37 and
-    checkpoints after steps 10 and 30."""
+    """A tiny beta2 = 0.999 run of 60 steps with a burst of rare-band batches at steps 35-37
+    and checkpoints after steps 10 and 30."""
     run = tmp_path / "run"
     if (run / "metrics.jsonl").is_file():
         return run
@@ -119,7 +151,7 @@ def _stale_run(tmp_path: Path) -> Path:
     rare = np.random.default_rng(0).integers(lang.rare_start, V, n * len(BURST))
     write_shard(run / INJECT_SHARD, rare.astype(np.uint16))
     burst = {t: [BatchRecord(t, 0, INJECT_SHARD, i * n, n, T, B)] for i, t in enumerate(BURST)}
-    train_run(tiny_config(beta2=0.999, ckpt_steps=[10, 30]), run, burst)
+    train_run(tiny_config(beta2=0.999, ckpt_steps=[10, 30], total_steps=60), run, burst)
     return run
 
 
@@ -138,16 +170,19 @@ def test_the_fix_is_measured_from_the_settled_checkpoint_against_the_run_without
     assert fix is not None and fix.checkpoint_step == 10  # the fix: 20 steps before the burst
     assert fix.hard_steps[:3] == list(BURST)  # the rare-band batches are the trigger
     assert fix.steps and min(fix.steps) > BURST[-1] and not set(fix.steps) & set(fix.hard_steps)
-    # the original is the run as logged; the trigger-free run is the same run, burst skipped
+    # the original is the run as logged; the trigger-free run is the same run with ordinary
+    # batches of its own data, logged after the window, trained at the burst's steps
     logged = {r["step"]: r["loss"] for r in map(json.loads, (run / "metrics.jsonl").open())}
     assert fix.original == [logged[t] for t in fix.steps]
+    sub = fix.baseline.substitute
+    assert fix.baseline.kind == "ordinary batches" and sorted(sub) == fix.hard_steps
+    assert list(sub.values()) == sorted(sub.values()) and min(sub.values()) > s.plan.end
     state = resume(run, 10)
-
     batches = manifest_batches(run)
     clean = {}
     while state.step < s.plan.end:
         t = state.step + 1
-        clean[t] = train_step(state, batches(t), [SkipUpdate(t)] if t in fix.hard_steps else [])
+        clean[t] = train_step(state, batches(sub.get(t, t)))
     assert fix.clean == [clean[t]["loss"] for t in fix.steps]
     hurt = max(o - c for o, c in zip(fix.original, fix.clean, strict=True))
     left = max(f - c for f, c in zip(fix.fixed, fix.clean, strict=True))

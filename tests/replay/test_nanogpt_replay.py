@@ -18,6 +18,8 @@ from nanogpt_run import CKPT_ITER, COMMON, RARE_ITER, VOCAB, B, T, build_nanogpt
 from typer.testing import CliRunner
 
 from forensics.cli import app
+from forensics.replay.nanogpt import restore, train_iter
+from forensics.replay.probes import optimizer
 from forensics.store import open_store
 
 
@@ -75,6 +77,56 @@ def test_nanogpt_checkpoint_replays_the_rare_batch(nano: dict[str, Any], tmp_pat
     rare = [int(w[1:]) for w in data["excerpts"][0].split()]
     assert len(rare) == T and all(i >= COMMON for i in rare)  # an injected row, decoded
     assert "reference_judge" not in rows
+
+
+def test_the_fix_share_is_measured_through_the_nanogpt_loop(
+    nano: dict[str, Any], tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The fix share (fix_share.measure_fix, the bundled trainer's measure) through the
+    nanoGPT loop from its ckpt.pt: the run without the trigger trains ordinary batches read
+    after the window at the hard steps. beta2 is not stale here, so its verdict is forced to
+    confirmed to reach the fix (what follows a confirmation is under test, not the verdict)."""
+    from forensics.replay.nanogpt import NanoReplayer
+
+    monkeypatch.setattr(optimizer, "decide_beta2", lambda w: ("confirmed", "forced"))
+    seen: dict[str, Any] = {}
+    rerun = NanoReplayer.rerun
+
+    def spy(self: NanoReplayer, *args: Any, **kw: Any) -> dict[int, Any]:
+        rows = rerun(self, *args, **kw)
+        if kw.get("substitute"):
+            seen["clean"], seen["sub"], seen["s"] = rows, kw["substitute"], self.s
+        return rows
+
+    monkeypatch.setattr(NanoReplayer, "rerun", spy)
+    loader = ["--shards", str(nano["shard"]), "--loader", "llmc", "--batch-size", str(B),
+              "--seq-len", str(T), "--no-report"]  # fmt: skip
+    _analyze(nano, tmp_path / "out", *loader)
+    with open_store(tmp_path / "out" / "forensics.duckdb") as store:
+        verdict, n, detail = next(
+            (v, json.loads(x), d) for p, v, x, d in store.query(
+                "SELECT probe, verdict, numbers, detail FROM replays").rows() if p == "stale_beta2"
+        )  # fmt: skip
+    assert verdict == "confirmed" and "kept_plain" not in n
+    assert n["fix_checkpoint_step"] == CKPT_ITER - 1 and RARE_ITER in n["fix_hard_steps"]
+    assert n["fix_baseline"] == "ordinary batches" and not n["fix_skipped_steps"]
+    subs = {int(t): u for t, u in n["fix_substitutes"].items()}
+    assert sorted(subs) == n["fix_hard_steps"]  # none of the re-runs trains them otherwise:
+    assert all(not n["fix_checkpoint_step"] < u <= n["fix_end_step"] for u in subs.values())
+    assert list(subs.values())[0] == n["fix_end_step"] + 1  # the nearest fresh one first
+    hard = n["fix_hard_steps"]
+    assert n["fix_steps"] and min(n["fix_steps"]) > hard[0] and not set(n["fix_steps"]) & set(hard)
+    assert n["fix_original_loss"] == pytest.approx([nano["losses"][t] for t in n["fix_steps"]],
+                                                   abs=1e-6)  # fmt: skip
+    assert "replaced by the ordinary batches of steps" in detail
+    # the substituted steps trained the other steps' batches: the state before the first
+    # hard step, re-run by hand on them, gives the same losses
+    s, sub, clean = seen["s"], seen["sub"], seen["clean"]
+    st = restore(Path(s.data.checkpoints[-1].path), s.device)
+    for it in range(st.it, s.plan.end + 1):
+        row = train_iter(st, s.batch(sub.get(it, it)))
+        assert row["loss"] == clean[it]["loss"], it
+    assert [clean[t]["loss"] for t in n["fix_steps"]] == n["fix_trigger_free_loss"]
 
 
 def test_without_loader_settings_says_why(nano: dict[str, Any], tmp_path: Path) -> None:

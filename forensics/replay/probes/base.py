@@ -9,6 +9,7 @@ need a state get `unavailable` instead when it could not be rebuilt, and say so.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,8 +31,18 @@ class Replayer(Protocol):
     beta2: float | None  # the run's AdamW beta2
     lr_note: str  # what the LR counterfactual scales ("the logged LR", "the schedule")
 
-    def rerun(self, beta2: float | None, lr_factor: float, reset_at: int | None) -> dict[int, Any]:
-        """The window re-run from its start with beta2 / the LR changed (rows by step)."""
+    def rerun(
+        self,
+        beta2: float | None,
+        lr_factor: float,
+        reset_at: int | None,
+        *,
+        substitute: Mapping[int, int] | None = None,
+        skip: Collection[int] = (),
+    ) -> dict[int, Any]:
+        """The window re-run from its start with beta2 / the LR changed (rows by step); a
+        step in `substitute` trains the batch of the step it maps to instead of its own, a
+        step in `skip` makes no update (the fix's run without the trigger, fix_share.py)."""
         ...
 
     def cost(self, step: int) -> float:

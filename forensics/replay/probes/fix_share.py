@@ -8,12 +8,18 @@ trigger, above where the run would have been without it. So, all three from one 
 
 - the original: the run's own settings (the rows the runner replayed, when it restored that
   checkpoint; else re-run);
-- the trigger-free continuation: the same run with the trigger taken out: the optimizer step
-  of every *hard* batch is skipped (its gradients are dropped: no update, Adam's moments and
-  step count untouched, the LR schedule moves on), as engineers skip bad batches. A hard
-  batch is one whose own cost b(t), its loss on the counterfactual window-start model, is
-  more than the noise allowance a above the pre-spike trend (or not finite): the batches
-  `measure` leaves out of its ordinary ones (counterfactual.py);
+- the run without the trigger: the same run with an *ordinary* batch of the run's own data
+  trained at each *hard* step instead of the hard batch, batch for batch, as the definition's
+  run without the burst trains the ordinary batches its loader gives there
+  (docs/definitions.md).
+  A hard batch is one whose own cost b(t), its loss on the counterfactual window-start model,
+  is more than the noise allowance a above the pre-spike trend (or not finite): the batches
+  `measure` leaves out of its ordinary ones (counterfactual.py). The ordinary batches come
+  from the steps right after the window (`ordinary_batches`): none of the three re-runs
+  trains them, so, like the batches the run without the burst sees, they are new to the
+  model. Only where the source has no ordinary batch left is the hard step's optimizer update
+  skipped instead (its gradients dropped: no update, Adam's moments and step count untouched,
+  the LR schedule moves on), and the stored row says which baseline it was (`fix_baseline`);
 - the fix: beta2 = 0.95 alone (no second-moment reset), every batch.
 
 With d(t) = loss(t) - clean(t) on each ordinary batch after the first hard one (the same
@@ -21,10 +27,14 @@ batch in both runs, so its own difficulty cancels; a non-finite loss where the c
 finite counts as BIG): damage = max d over the original, damage_fixed = max d over the fix,
 share removed = 1 - damage_fixed / damage (the simulator's `attribute` and
 docs/definitions.md). It is not measured (None) when the original's damage is within the
-noise allowance (the trigger leaves no echo to remove) or no ordinary batch follows it.
+noise allowance (the trigger leaves no echo to remove) or no ordinary batch follows it. All
+three re-runs go through one trainer: the bundled one (`restore` + `advance`), or the run's
+own (`Replayer.rerun`: its Hugging Face Trainer, the nanoGPT loop); `measure_fix` measures
+the share for every path.
 
-Checkpoint choice: the latest checkpoint at least SETTLE = 1 / (1 - 0.95) = 20 steps before
-the first step of the incident, when the run has one no more than MAX_BACK = 4 x SETTLE steps
+Checkpoint choice (a run's own trainer restarts from the checkpoint its replay restored, the
+window's start): the latest checkpoint at least SETTLE = 1 / (1 - 0.95) = 20 steps before the
+first step of the incident, when the run has one no more than MAX_BACK = 4 x SETTLE steps
 before it (an older one would cost three long re-runs, and the fixed run's own trajectory
 would drift from the original's before the trigger comes), else the one the runner restored. A
 run restarted with beta2 = 0.95 keeps the old run's second moment, an average over ~1000
@@ -37,10 +47,12 @@ the trigger comes again.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from forensics.replay.context import Checkpoint
+from forensics.replay.hf_data import DataUnavailable
 from forensics.replay.plan import BIG
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.counterfactual import batch_costs, is_ordinary, noise_allowance
@@ -59,6 +71,11 @@ from forensics.sim.model import GPT
 FIX_BETA2 = 0.95
 SETTLE = round(1.0 / (1.0 - FIX_BETA2))  # steps for beta2 = 0.95's v to forget the old one
 MAX_BACK = 4 * SETTLE  # no settled checkpoint further back than this: the restored one
+LOOK = 4  # ordinary batches are looked for among LOOK x (hard steps) steps on each side
+
+# One re-run from the fix's checkpoint through plan.end: (config changes, hard step -> the
+# step whose logged batch it trains instead, hard steps whose update is skipped) -> rows.
+Rerun = Callable[[dict[str, Any], Mapping[int, int], list[int]], dict[int, StepRow]]
 
 
 @dataclass
@@ -76,6 +93,35 @@ class SkipUpdate:
 
 
 @dataclass
+class Baseline:
+    """How the run without the trigger replaces each hard step: by the ordinary batch logged
+    at another step (`substitute`: hard step -> that step), or, where the source has no
+    ordinary batch left, by skipping the step's update (`skipped`)."""
+
+    substitute: dict[int, int] = field(default_factory=dict)
+    skipped: list[int] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        if self.substitute and self.skipped:
+            return "ordinary batches and skipped updates"
+        return "skipped updates" if self.skipped else "ordinary batches"
+
+    def text(self) -> str:
+        parts = []
+        if self.substitute:
+            hard, used = list(self.substitute), list(self.substitute.values())
+            parts.append(
+                f"batches {_span(hard)} replaced by the ordinary batches of steps {_span(used)}"
+            )
+        if self.skipped:
+            parts.append(
+                f"the updates of batches {_span(self.skipped)} skipped (no ordinary batch left)"
+            )
+        return " and ".join(parts) or "no hard batch"
+
+
+@dataclass
 class FixShare:
     """The numbers behind the share (module doc); the lists are aligned with `steps`."""
 
@@ -88,6 +134,7 @@ class FixShare:
     clean: list[float]
     a: float
     changes: dict[str, Any] = field(default_factory=dict)
+    baseline: Baseline = field(default_factory=Baseline)
 
     def _diffs(self, losses: list[float]) -> list[float]:
         return [added(x, c) for x, c in zip(losses, self.clean, strict=True)]
@@ -119,6 +166,9 @@ class FixShare:
         return {
             "fix_checkpoint_step": self.checkpoint_step, "fix_end_step": self.end_step,
             "fix_changes": self.changes, "fix_hard_steps": self.hard_steps,
+            "fix_baseline": self.baseline.kind,
+            "fix_substitutes": {str(t): u for t, u in self.baseline.substitute.items()},
+            "fix_skipped_steps": self.baseline.skipped,
             "fix_steps": self.steps, "fix_original_loss": self.original,
             "fix_fixed_loss": self.fixed, "fix_trigger_free_loss": self.clean,
             "fix_damage": hurt, "fix_damage_step": at, "fix_damage_fixed": left,
@@ -128,22 +178,21 @@ class FixShare:
 
     def sentence(self) -> str:
         (hurt, at), (left, at_fixed) = self.damage, self.damage_fixed
-        hard = _span(self.hard_steps)
+        without = f"the run without the trigger ({self.baseline.text()})"
         head = (
             f"restarted from the checkpoint of step {self.checkpoint_step} with beta2 = "
             f"{self.changes.get('beta2', FIX_BETA2):g} alone on the same batches, "
         )
         if self.share is None:
             why = "no ordinary batch follows the trigger in the window" if not self.steps else (
-                f"the trigger adds {hurt:.3g} at most above the run without it (batches "
-                f"{hard} skipped), within the noise allowance {self.a:.3g}"
+                f"the trigger adds {hurt:.3g} at most above {without}, within the noise "
+                f"allowance {self.a:.3g}"
             )  # fmt: skip
             return head + f"the fix's share is not measured: {why}"
         return head + (
             f"the fix removes {share_text(self.share)} of the damage: the largest loss above "
-            f"the run without the trigger (batches {hard} skipped) on the ordinary batches through "
-            f"step {self.end_step} is {left:.3g} (step {at_fixed}) instead of {hurt:.3g} "
-            f"(step {at})"
+            f"{without} on the ordinary batches through step {self.end_step} is {left:.3g} "
+            f"(step {at_fixed}) instead of {hurt:.3g} (step {at})"
         )
 
 
@@ -179,38 +228,82 @@ def fix_checkpoint(s: Session) -> Checkpoint | None:
     return restored[-1] if restored else None
 
 
+def ordinary_batches(s: Session, hard: list[int], first: int, end: int) -> Baseline:
+    """The run without the trigger's batch at each hard step (module doc): the ordinary
+    batches logged right after the re-runs' last step `end` (none of them trains them),
+    nearest first, then those right before their first step `first`; a hard step left
+    without one is skipped. Ordinary as `measure` means it: b(t) within the noise
+    allowance of the pre-spike trend."""
+    n = LOOK * len(hard)
+    later = range(end + 1, end + 1 + n)
+    earlier = range(first - 1, max(0, first - 1 - n), -1)
+    picked: list[int] = []
+    for t in [*later, *earlier]:
+        if len(picked) == len(hard):
+            break
+        if t not in s.data.records:
+            continue
+        try:
+            cost = batch_costs(s, [t])[t]
+        except (StateUnavailable, DataUnavailable):  # a batch the source cannot give
+            continue
+        if is_ordinary(s, cost):
+            picked.append(t)
+    return Baseline(dict(zip(hard, picked, strict=False)), hard[len(picked) :])
+
+
 def measure_fix(s: Session, changes: dict[str, Any]) -> FixShare | None:
-    """The fix's share of the damage (module doc); None when no checkpoint can be used (the
-    state could not be rebuilt, or the run is replayed through its own trainer)."""
-    ckpt = fix_checkpoint(s)
-    if ckpt is None or s.start is None or s.replayer is not None:
+    """The fix's share of the damage (module doc), through whichever trainer replays the run;
+    None when no checkpoint can be used (the state could not be rebuilt)."""
+    runner = _runner(s)
+    if runner is None:
         return None
+    start, rerun = runner
     end = s.plan.end
-    window = list(range(ckpt.step + 1, end + 1))
+    window = list(range(start + 1, end + 1))
     costs = batch_costs(s, window)
     hard = [t for t in window if not is_ordinary(s, costs[t])]
-    if s.resumed_step == ckpt.step and all(t in s.rows for t in window):
+    if s.resumed_step == start and all(t in s.rows for t in window):
         original = {t: s.rows[t] for t in window}
     else:
-        original = _from(s, ckpt, {}, [])
-    fixed = _from(s, ckpt, changes, [])
-    clean = _from(s, ckpt, {}, hard)
+        original = rerun({}, {}, [])
+    fixed = rerun(changes, {}, [])
+    base = ordinary_batches(s, hard, start + 1, end)
+    clean = rerun({}, base.substitute, base.skipped)
     after = [t for t in window if hard and t > hard[0] and t not in hard]
-    steps = [t for t in after if t in original and t in fixed and t in clean]
+    steps = [t for t in after if all(t in r and "loss" in r[t] for r in (original, fixed, clean))]
 
     def loss(rows: dict[int, StepRow]) -> list[float]:
         return [float(rows[t]["loss"]) for t in steps]
 
     return FixShare(
-        ckpt.step, end, hard, steps, loss(original), loss(fixed), loss(clean),
-        noise_allowance(s), changes,
+        start, end, hard, steps, loss(original), loss(fixed), loss(clean),
+        noise_allowance(s), changes, base,
     )  # fmt: skip
 
 
-def _from(
-    s: Session, ckpt: Checkpoint, changes: dict[str, Any], skip: list[int]
-) -> dict[int, StepRow]:
-    """The window from `ckpt` through plan.end with `changes`, the `skip` steps skipped."""
-    state = set_hparams(restore(ckpt, s.device), **changes)
-    rows = advance(state, s.data, s.plan.end, [SkipUpdate(t) for t in skip])
-    return {int(r["step"]): r for r in rows}
+def _runner(s: Session) -> tuple[int, Rerun] | None:
+    """The step the fix's re-runs start after, and how to re-run from there: the run's own
+    trainer from the checkpoint its replay restored (the window's start), else the bundled
+    trainer from `fix_checkpoint`."""
+    replayer = s.replayer
+    if replayer is not None:
+
+        def own(
+            changes: dict[str, Any], sub: Mapping[int, int], skip: list[int]
+        ) -> dict[int, StepRow]:
+            return replayer.rerun(changes.get("beta2"), 1.0, None, substitute=sub, skip=skip)
+
+        return s.plan.start, own
+    ckpt = fix_checkpoint(s)
+    if ckpt is None or s.start is None:
+        return None
+
+    def bundled(
+        changes: dict[str, Any], sub: Mapping[int, int], skip: list[int]
+    ) -> dict[int, StepRow]:
+        state = set_hparams(restore(ckpt, s.device), **changes)
+        rows = advance(state, s.data, s.plan.end, [SkipUpdate(t) for t in skip], substitute=sub)
+        return {int(r["step"]): r for r in rows}
+
+    return ckpt.step, bundled

@@ -86,10 +86,11 @@ def _plain_fix(s: Session, res: ReplayResult) -> None:
     stale v) but overstates what the fix removes. Its share of the damage decides whether
     beta2 is the amplifier to state (verdicts.share, verdicts.choose).
 
-    With the bundled trainer it is measured as the share is defined (probes/fix_share.py):
+    It is measured as the share is defined (probes/fix_share.py), through the trainer that
+    replays the run (the bundled one, the run's own Hugging Face Trainer or nanoGPT loop):
     restarted from a checkpoint before the incident, against the run without the trigger
-    (`fix_share_removed`). Through a run's own trainer (HF, nanoGPT), which cannot skip a
-    batch, the window is re-run from its start (their checkpoint) and the share is that of
+    (`fix_share_removed`). Only when no checkpoint can be restored for it (the bundled
+    trainer without a usable one) is the window re-run from its start and the share that of
     the loss the updates added above the noise (`kept_plain`)."""
     try:
         fix = measure_fix(s, {"beta2": COUNTERFACTUAL_BETA2})
