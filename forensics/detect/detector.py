@@ -14,7 +14,7 @@ from forensics.detect.data import RunData
 from forensics.detect.evidence import explain
 from forensics.detect.features import compute, finite_median, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
-from forensics.detect.quiet import lone_jump, quiet_gradient
+from forensics.detect.quiet import GradientRise, lone_jump, quiet_gradient
 from forensics.detect.recovery import Checkpoint, advise
 from forensics.detect.refine import Refined, refine, sub_peaks
 from forensics.detect.rules import Rule
@@ -277,15 +277,16 @@ def _mark_nonfinite_peak(inc: Incident, data: RunData) -> None:
             inc.peaks.sort()
 
 
-def _quiet_near_miss(inc: Incident, data: RunData, log_space: bool) -> NearMiss:
+def _quiet_near_miss(inc: Incident, rise: GradientRise, data: RunData, log_space: bool) -> NearMiss:
     base = inc.trend.value_at(inc.peak_step, log_space)
     value = float(inc.peak_value or 0.0)
     ratio = value / base if base else float("nan")
     g = data.aux["grad_norm"].at_or_before(inc.peak_step)
     detail = (
         f"loss jumped {ratio - 1:+.1%} above its trend and came back with no gradient counterpart "
-        f"(grad norm {g:.3g} at the jump, within its own noise): a heavy-tailed loss "
-        "point, not a batch spike"
+        f"(grad norm {g:.3g} at the jump; over the jump's steps it rose {np.expm1(rise.rise):+.0%} "
+        f"above its level, as {rise.chance:.1%} of the run's {rise.windows} other gradient "
+        "windows do: within its own noise): a heavy-tailed loss point, not a batch spike"
     )
     return NearMiss(inc.peak_step, data.loss_name, value, float(base or 0.0), ratio, detail)
 
@@ -359,8 +360,9 @@ def detect_data(
         hi = _reach(inc, data.last_step)
         inc.events = [e for e in all_events if lo <= e.step <= hi and e.step > start_end]
         _mark_nonfinite_peak(inc, data)
-    quiet = [i for i in incidents if quiet_gradient(i, data, sc, incidents, burn_step, cfg)]
-    incidents = [i for i in incidents if i not in quiet]
+    judged = [(i, quiet_gradient(i, data, sc, incidents, burn_step, cfg)) for i in incidents]
+    quiet = [(i, rise) for i, rise in judged if rise is not None]
+    incidents = [i for i, rise in judged if rise is None]
     for n, inc in enumerate(incidents, 1):
         inc.id = n
     _explain(
@@ -370,7 +372,8 @@ def detect_data(
         inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
     tail_evidence(sc, incidents, [i for i in incidents if lone_jump(i, sc, cfg)], data)
     nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
-    nm = sorted(nm + [_quiet_near_miss(i, data, sc.log_space) for i in quiet], key=lambda m: m.step)
+    nm += [_quiet_near_miss(i, rise, data, sc.log_space) for i, rise in quiet]
+    nm.sort(key=lambda m: m.step)
     det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
     det.coverage = _coverage(data, sc, finite, cfg)
     if det.coverage.unscreened_points or det.coverage.screened_from_step is None:

@@ -30,6 +30,8 @@ averaged over the window beside a last-step gradient is the same case.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -51,6 +53,15 @@ LEVEL_POINTS = 10
 EACH_STEP_HISTORY = 20
 # Fewer noise windows than this give no quantile worth the name: the test refuses.
 MIN_WINDOWS = 200
+
+
+@dataclass(frozen=True)
+class GradientRise:
+    """How far the gradient rose over a jump's own steps, and how routine that is."""
+
+    rise: float  # log grad norm: the window's top over the level before it
+    chance: float  # fraction of the run's noise windows that rise at least as much
+    windows: int  # noise windows the chance is read from
 
 
 def gradient_each_step(data: RunData, step: int) -> bool:
@@ -107,12 +118,12 @@ def _rises(lg: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def gradient_rise_chance(
+def gradient_rise(
     inc: Incident, data: RunData, incidents: list[Incident], start: int, cfg: DetectConfig
-) -> tuple[float, float, int] | None:
-    """(rise at the jump, fraction of the run's noise windows that rise at least as much,
-    number of noise windows); None when the gradient cannot speak (not logged every step
-    around the jump, a non-finite or zero value there, too few noise windows)."""
+) -> GradientRise | None:
+    """The gradient's rise over the jump's own steps against the run's noise windows; None
+    when the gradient cannot speak (not logged every step around the jump, a non-finite or
+    zero value there, too few noise windows)."""
     if not gradient_each_step(data, inc.peak_step + AFTER_STEPS):
         return None
     g = data.aux["grad_norm"]
@@ -139,7 +150,7 @@ def gradient_rise_chance(
     if len(sample) < MIN_WINDOWS:
         return None
     rise = float(rises[j])
-    return rise, float(np.mean(sample >= rise)), int(len(sample))
+    return GradientRise(rise, float(np.mean(sample >= rise)), int(len(sample)))
 
 
 def quiet_gradient(
@@ -149,13 +160,14 @@ def quiet_gradient(
     incidents: list[Incident],
     start: int,
     cfg: DetectConfig,
-) -> bool:
-    """A lone jump (the loss back within `quiet_max_points`) whose gradient rises no more
-    than the run's gradient noise does in a fraction `quiet_grad_chance` of its windows."""
+) -> GradientRise | None:
+    """The gradient's rise when `inc` is a lone jump (the loss back within
+    `quiet_max_points`) whose gradient rises no more than the run's gradient noise does in
+    a fraction `quiet_grad_chance` of its windows: a near-miss. None: an incident."""
     if not data.has("grad_norm") or not lone_jump(inc, sc, cfg):
-        return False
+        return None
     back, _ = data.loss.window_steps(inc.peak_step, inc.end_step or inc.peak_step)
     if len(back) > cfg.quiet_max_points:
-        return False  # the loss stayed up: not a noise point (config.quiet_max_points)
-    found = gradient_rise_chance(inc, data, incidents, start, cfg)
-    return found is not None and found[1] >= cfg.quiet_grad_chance
+        return None  # the loss stayed up: not a noise point (config.quiet_max_points)
+    found = gradient_rise(inc, data, incidents, start, cfg)
+    return found if found is not None and found.chance >= cfg.quiet_grad_chance else None
