@@ -14,7 +14,7 @@ from forensics.detect.data import RunData
 from forensics.detect.evidence import explain
 from forensics.detect.features import compute, finite_median, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
-from forensics.detect.quiet import GradientRise, lone_jump, quiet_gradient
+from forensics.detect.quiet import GradientRise, lone_jump, quiet_jumps
 from forensics.detect.recovery import Checkpoint, advise
 from forensics.detect.refine import Refined, refine, sub_peaks
 from forensics.detect.rules import Rule
@@ -360,9 +360,8 @@ def detect_data(
         hi = _reach(inc, data.last_step)
         inc.events = [e for e in all_events if lo <= e.step <= hi and e.step > start_end]
         _mark_nonfinite_peak(inc, data)
-    judged = [(i, quiet_gradient(i, data, sc, incidents, burn_step, cfg)) for i in incidents]
-    quiet = [(i, rise) for i, rise in judged if rise is not None]
-    incidents = [i for i, rise in judged if rise is None]
+    quiet = quiet_jumps(incidents, data, sc, burn_step, cfg)
+    incidents = [i for i in incidents if all(i is not q for q, _ in quiet)]
     for n, inc in enumerate(incidents, 1):
         inc.id = n
     _explain(

@@ -118,26 +118,43 @@ def _rises(lg: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def gradient_rise(
-    inc: Incident, data: RunData, incidents: list[Incident], start: int, cfg: DetectConfig
-) -> GradientRise | None:
-    """The gradient's rise over the jump's own steps against the run's noise windows; None
-    when the gradient cannot speak (not logged every step around the jump, a non-finite or
-    zero value there, too few noise windows)."""
-    if not gradient_each_step(data, inc.peak_step + AFTER_STEPS):
-        return None
+@dataclass(frozen=True)
+class GradientNoise:
+    """The run's gradient windows, computed once per run: the rise at each window start (by
+    position in the gradient's log), and the sorted rises of the windows that hold no
+    incident and no gradient spike (the gradient's noise)."""
+
+    steps: np.ndarray
+    rises: np.ndarray
+    sample: np.ndarray
+
+    def at(self, inc: Incident) -> GradientRise | None:
+        """The rise over the jump's own steps and its chance among the noise windows; None
+        when there is a gap in the log inside the window or a non-finite / zero value."""
+        width = LEAD_STEPS + AFTER_STEPS + 1
+        j = int(np.searchsorted(self.steps, inc.peak_step - LEAD_STEPS))
+        if (
+            j + width > len(self.steps)
+            or int(self.steps[j + width - 1]) != inc.peak_step + AFTER_STEPS
+        ):
+            return None
+        rise = float(self.rises[j])
+        if not np.isfinite(rise):
+            return None
+        above = len(self.sample) - int(np.searchsorted(self.sample, rise, side="left"))
+        return GradientRise(rise, above / len(self.sample), len(self.sample))
+
+
+def gradient_noise(
+    data: RunData, incidents: list[Incident], start: int, cfg: DetectConfig
+) -> GradientNoise | None:
+    """The gradient's windows from `start` on; None with fewer than MIN_WINDOWS noise ones."""
     g = data.aux["grad_norm"]
     ok = np.isfinite(g.values) & (g.values > 0)
     lg = np.where(ok, np.log(np.where(ok, g.values, 1.0)), np.nan)
     width = LEAD_STEPS + AFTER_STEPS + 1
     rises = _rises(lg, width)
-    j = int(np.searchsorted(g.steps, inc.peak_step - LEAD_STEPS))
-    if j + width > len(g.steps) or int(g.steps[j + width - 1]) != inc.peak_step + AFTER_STEPS:
-        return None  # a gap in the log inside the window
-    if not np.isfinite(rises[j]):
-        return None
-    noise = np.isfinite(rises) & (g.steps >= start)
-    # a window (and the level before it) touching an incident or a gradient spike is not noise
+    # a window touching an incident or a gradient spike (metric_spikes) is not noise
     bad = np.zeros(len(g.steps), dtype=bool)
     for i in incidents:
         a, b = np.searchsorted(g.steps, [i.onset_step - LEAD_STEPS, i.span_end], side="left")
@@ -145,29 +162,32 @@ def gradient_rise(
     sp = metric_spikes(g.steps, g.values, cfg.grad_spike_ratio, cfg, start)
     bad[np.searchsorted(g.steps, sp.steps)] = True
     padded = np.concatenate([bad, np.zeros(width - 1, dtype=bool)])
+    noise = np.isfinite(rises) & (g.steps >= start)
     noise &= ~np.asarray(sliding_window_view(padded, width).any(axis=1))
-    sample = rises[noise]
-    if len(sample) < MIN_WINDOWS:
+    if noise.sum() < MIN_WINDOWS:
         return None
-    rise = float(rises[j])
-    return GradientRise(rise, float(np.mean(sample >= rise)), int(len(sample)))
+    return GradientNoise(g.steps, rises, np.sort(rises[noise]))
 
 
-def quiet_gradient(
-    inc: Incident,
-    data: RunData,
-    sc: Screen,
-    incidents: list[Incident],
-    start: int,
-    cfg: DetectConfig,
-) -> GradientRise | None:
-    """The gradient's rise when `inc` is a lone jump (the loss back within
-    `quiet_max_points`) whose gradient rises no more than the run's gradient noise does in
-    a fraction `quiet_grad_chance` of its windows: a near-miss. None: an incident."""
-    if not data.has("grad_norm") or not lone_jump(inc, sc, cfg):
-        return None
+def _candidate(inc: Incident, data: RunData, sc: Screen, cfg: DetectConfig) -> bool:
+    """A lone jump, the loss back within `quiet_max_points` (a loss that stays up moved the
+    model, whatever the gradient says), its gradient logged every step to one past it."""
+    if not lone_jump(inc, sc, cfg):
+        return False
     back, _ = data.loss.window_steps(inc.peak_step, inc.end_step or inc.peak_step)
-    if len(back) > cfg.quiet_max_points:
-        return None  # the loss stayed up: not a noise point (config.quiet_max_points)
-    found = gradient_rise(inc, data, incidents, start, cfg)
-    return found if found is not None and found.chance >= cfg.quiet_grad_chance else None
+    return len(back) <= cfg.quiet_max_points and gradient_each_step(
+        data, inc.peak_step + AFTER_STEPS
+    )
+
+
+def quiet_jumps(
+    incidents: list[Incident], data: RunData, sc: Screen, start: int, cfg: DetectConfig
+) -> list[tuple[Incident, GradientRise]]:
+    """The lone jumps whose gradient rises no more than the run's gradient noise does in a
+    fraction `quiet_grad_chance` of its windows (near-misses), with that rise."""
+    candidates = [i for i in incidents if _candidate(i, data, sc, cfg)]
+    noise = gradient_noise(data, incidents, start, cfg) if candidates else None
+    if noise is None:
+        return []
+    found = [(i, noise.at(i)) for i in candidates]
+    return [(i, r) for i, r in found if r is not None and r.chance >= cfg.quiet_grad_chance]

@@ -1,7 +1,7 @@
 """How far outside its own run's loss noise a lone jump is, when the gradient cannot say.
 
 A loss-only log (or one whose gradient norm is not logged every step) cannot show a lone
-jump's gradient, so the quiet-gradient test (quiet.quiet_gradient) has nothing to read.
+jump's gradient, so the quiet-gradient test (quiet.quiet_jumps) has nothing to read.
 What the log does hold is thousands of screened residuals, and they say how heavy the run's
 tail is:
 
