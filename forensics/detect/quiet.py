@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 from numpy.lib.stride_tricks import sliding_window_view
 
 from forensics.detect.config import DetectConfig
@@ -107,15 +108,14 @@ def lone_jump(inc: Incident, sc: Screen, cfg: DetectConfig) -> bool:
 
 
 def _rises(lg: np.ndarray, width: int) -> np.ndarray:
-    """rise(t) for every window start t (NaN where the level or the window is incomplete)."""
+    """rise(t) for every window start t: the top of lg[t : t + width] over the median of the
+    LEVEL_POINTS before t (NaN where either is incomplete or holds a NaN)."""
     n = len(lg)
-    out = np.full(n, np.nan)
-    if n < LEVEL_POINTS + width:
-        return out
-    top = sliding_window_view(lg, width).max(axis=1)  # top[t]: window t .. t+width-1
-    level = np.median(sliding_window_view(lg, LEVEL_POINTS), axis=1)  # level[t]: t .. t+L-1
-    out[LEVEL_POINTS : n - width + 1] = top[LEVEL_POINTS:] - level[: n - width + 1 - LEVEL_POINTS]
-    return out
+    s = pl.Series(lg).fill_nan(None)
+    top = s.rolling_max(width, min_samples=width).shift(-(width - 1))  # window t .. t+width-1
+    level = s.rolling_median(LEVEL_POINTS, min_samples=LEVEL_POINTS).shift(1)  # t-L .. t-1
+    out = (top - level).to_numpy().astype(float)
+    return out[:n]
 
 
 @dataclass(frozen=True)
