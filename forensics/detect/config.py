@@ -107,11 +107,13 @@ class DetectConfig:
     # A gradient this many times its median, at one step, is absurd: a hardware suspect that
     # forms an incident even with no loss spike.
     absurd_grad_ratio: float = 1000.0
-    # A one-point loss excursion whose step's own gradient norm (logged every step) is
-    # within this many robust noise scales of its precursor is a near-miss, not an
-    # incident: a batch hard enough to lift the loss lifts its gradient with it, while a
-    # heavy-tailed loss (Student-t micro-batch noise) can throw one +15% point alone.
-    quiet_grad_z: float = 3.0
+    # A one-point loss excursion whose gradient norm (logged every step) rises no more than
+    # the gradient's own noise does in this fraction of the run's windows is a near-miss,
+    # not an incident (quiet.py): a batch hard enough to lift the loss lifts its gradient
+    # with it, while a heavy-tailed loss (Student-t micro-batch noise) can throw one +15%
+    # point alone. The bar is the run's own gradient (heavy-tailed too), not a Gaussian one;
+    # under noise the fraction is uniform, so this is the share of noise jumps kept.
+    quiet_grad_chance: float = 0.001
     # ... and only when the loss is back within this many logged points of the jump: a noise
     # point and its AR echo fade in a few points, while a loss that stays up for tens of
     # steps moved the model, gradient or not (then the evidence speaks, not the noise).

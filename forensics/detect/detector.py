@@ -14,6 +14,7 @@ from forensics.detect.data import RunData
 from forensics.detect.evidence import explain
 from forensics.detect.features import compute, finite_median, precursor_len, run_context
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
+from forensics.detect.quiet import GradientRise, lone_jump, quiet_jumps
 from forensics.detect.recovery import Checkpoint, advise
 from forensics.detect.refine import Refined, refine, sub_peaks
 from forensics.detect.rules import Rule
@@ -25,7 +26,7 @@ from forensics.detect.screen import (
     screen_series,
 )
 from forensics.detect.tails import tail_evidence
-from forensics.detect.typing import DIVERGENT, RECOVERABLE, Trend, fit_trend, type_shape
+from forensics.detect.typing import DIVERGENT, Trend, fit_trend, type_shape
 
 
 def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
@@ -276,58 +277,16 @@ def _mark_nonfinite_peak(inc: Incident, data: RunData) -> None:
             inc.peaks.sort()
 
 
-def _lone_jump(inc: Incident) -> bool:
-    """A loss excursion that jumped at one logged point, had one peak, came back (it is
-    recoverable) and carries no event: the shape a single batch gives."""
-    return (
-        inc.origin == "loss"
-        and len(inc.peaks) == 1
-        and inc.onset_step == inc.peak_step
-        and inc.type == RECOVERABLE
-        and inc.end_step is not None
-        and not inc.events
-    )
-
-
-def _quiet_gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> bool:
-    """A lone jump of the loss while the gradient norm, logged every step, stays within
-    `quiet_grad_z` robust noise scales of its precursor from the jump to the recovery: no
-    batch did it (a batch whose loss is far off moves its own gradient), a heavy-tailed
-    loss did, so it is a near-miss, not an incident."""
-    if not data.has("grad_norm") or not _lone_jump(inc):
-        return False
-    back, _ = data.loss.window_steps(inc.peak_step, inc.end_step or inc.peak_step)
-    if len(back) > cfg.quiet_max_points:
-        return False  # the loss stayed up: not a noise point (config.quiet_max_points)
-    g = data.aux["grad_norm"]
-    lead = 3  # a logger may print the batch's gradient a step or two off its loss
-    start = inc.peak_step - lead
-    pst, pre = g.window_steps(start - precursor_len(inc.peak_step, cfg), start - 1)
-    st, v = g.window_steps(start, inc.span_end)
-    if len(pst) < 20 or inc.peak_step not in st or np.median(np.diff(pst)) > 1:
-        return False  # the jump's own gradient is not logged: nothing to say
-    if not (np.all(np.isfinite(pre) & (pre > 0)) and np.all(np.isfinite(v) & (v > 0))):
-        return False
-    # Level from the last few points and scale from step-to-step changes: early in training the
-    # gradient norm falls several-fold, and a spread taken around one median of the whole
-    # precursor counts that trend as noise (a 5x gradient at a doubled loss read as "quiet").
-    lp = np.log(pre)
-    d = np.diff(lp)
-    scale = float(np.median(np.abs(d - np.median(d)))) * 1.4826
-    if scale <= 0:
-        return False
-    return float((np.log(v).max() - np.median(lp[-10:])) / scale) < cfg.quiet_grad_z
-
-
-def _quiet_near_miss(inc: Incident, data: RunData, log_space: bool) -> NearMiss:
+def _quiet_near_miss(inc: Incident, rise: GradientRise, data: RunData, log_space: bool) -> NearMiss:
     base = inc.trend.value_at(inc.peak_step, log_space)
     value = float(inc.peak_value or 0.0)
     ratio = value / base if base else float("nan")
     g = data.aux["grad_norm"].at_or_before(inc.peak_step)
     detail = (
         f"loss jumped {ratio - 1:+.1%} above its trend and came back with no gradient counterpart "
-        f"(grad norm {g:.3g} at the jump, within its own noise): a heavy-tailed loss "
-        "point, not a batch spike"
+        f"(grad norm {g:.3g} at the jump; over the jump's steps it rose {np.expm1(rise.rise):+.0%} "
+        f"above its level, as {rise.chance:.1%} of the run's {rise.windows} other gradient "
+        "windows do: within its own noise): a heavy-tailed loss point, not a batch spike"
     )
     return NearMiss(inc.peak_step, data.loss_name, value, float(base or 0.0), ratio, detail)
 
@@ -401,8 +360,8 @@ def detect_data(
         hi = _reach(inc, data.last_step)
         inc.events = [e for e in all_events if lo <= e.step <= hi and e.step > start_end]
         _mark_nonfinite_peak(inc, data)
-    quiet = [i for i in incidents if _quiet_gradient(i, data, cfg)]
-    incidents = [i for i in incidents if i not in quiet]
+    quiet = quiet_jumps(incidents, data, sc, burn_step, cfg)
+    incidents = [i for i in incidents if all(i is not q for q, _ in quiet)]
     for n, inc in enumerate(incidents, 1):
         inc.id = n
     _explain(
@@ -410,9 +369,10 @@ def detect_data(
     )
     for inc in incidents:
         inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
-    tail_evidence(sc, incidents, [i for i in incidents if _lone_jump(i)], data)
+    tail_evidence(sc, incidents, [i for i in incidents if lone_jump(i, sc, cfg)], data)
     nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
-    nm = sorted(nm + [_quiet_near_miss(i, data, sc.log_space) for i in quiet], key=lambda m: m.step)
+    nm += [_quiet_near_miss(i, rise, data, sc.log_space) for i, rise in quiet]
+    nm.sort(key=lambda m: m.step)
     det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
     det.coverage = _coverage(data, sc, finite, cfg)
     if det.coverage.unscreened_points or det.coverage.screened_from_step is None:

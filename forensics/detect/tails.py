@@ -1,7 +1,7 @@
 """How far outside its own run's loss noise a lone jump is, when the gradient cannot say.
 
 A loss-only log (or one whose gradient norm is not logged every step) cannot show a lone
-jump's gradient, so the quiet-gradient test (detector._quiet_gradient) has nothing to read.
+jump's gradient, so the quiet-gradient test (quiet.quiet_jumps) has nothing to read.
 What the log does hold is thousands of screened residuals, and they say how heavy the run's
 tail is:
 
@@ -37,6 +37,7 @@ import numpy as np
 
 from forensics.detect.data import RunData
 from forensics.detect.model import Evidence, Incident
+from forensics.detect.quiet import gradient_each_step
 from forensics.detect.screen import Screen
 
 # The tail is fitted above this many noise scales: far enough out for a power law, close
@@ -91,26 +92,12 @@ def noise_tail(sc: Screen, incidents: list[Incident]) -> NoiseTail:
     return NoiseTail(int(len(zz)), run_points, int(len(ex)), alpha)
 
 
-def gradient_logged_each_step(data: RunData, step: int) -> bool:
-    """The jump's own gradient norm is in the log: logged at the step, and every step before
-    it (then the gradient speaks for the jump, not the loss's tail)."""
-    if not data.has("grad_norm"):
-        return False
-    st, v = data.aux["grad_norm"].window_steps(step - 20, step)
-    return (
-        len(st) >= 5
-        and int(st[-1]) == step
-        and bool(np.isfinite(v[-1]))
-        and float(np.median(np.diff(st))) <= 1
-    )
-
-
 def tail_evidence(
     sc: Screen, incidents: list[Incident], lone: list[Incident], data: RunData
 ) -> None:
-    """Add a `noise_tail` finding to each lone jump (detector._lone_jump) whose gradient is
+    """Add a `noise_tail` finding to each lone jump (quiet.lone_jump) whose gradient is
     not logged every step, when the run's tail can be fitted."""
-    judged = [i for i in lone if not gradient_logged_each_step(data, i.peak_step)]
+    judged = [i for i in lone if not gradient_each_step(data, i.peak_step)]
     if not judged or not sc.log_space:
         return
     tail = noise_tail(sc, incidents)
