@@ -91,8 +91,10 @@ class DetectConfig:
     pre_steps: int = 1000
     pre_fraction: float = 0.2
     # --- grouping ------------------------------------------------------------------------
-    # A new excursion that starts within `echo_window` steps of a peak of an incident that
-    # has not recovered yet joins it as one more peak (echo spikes of a stale second moment).
+    # A new excursion that starts within `echo_window` steps of a peak of an incident joins
+    # it as one more peak (echo spikes of a stale second moment, a too-high LR's recurring
+    # spikes), unless that incident was a blip already over: recovered before the new onset,
+    # each peak one logged point (detector._healed_blip).
     echo_window: int = 100
     # --- events (events.py) -----------------------------------------------------------
     # A cluster of loss-scale halvings is an incident of its own from this many halvings

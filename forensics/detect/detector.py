@@ -37,11 +37,15 @@ def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
 
 
 def _joins(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bool:
-    """A new excursion is part of `cur`: an echo, `cur` has not recovered (or diverged),
-    or, within its window, the loss just before the new onset is still above the level
-    `cur` started from (it touched its trend and went on above that level: recurring spikes
-    of one instability, as when the LR is too high)."""
-    if cur.type == DIVERGENT or onset <= cur.last_peak_step + cfg.echo_window:
+    """A new excursion is part of `cur`: `cur` diverged, or it is an echo within
+    `echo_window` of `cur`'s last peak and `cur` was not a blip already over (see
+    `_healed_blip`), or `cur` never recovered inside its window, or, within that window, the
+    loss just before the new onset is still above the level `cur` started from (it touched
+    its trend and went on above that level: recurring spikes of one instability, as when
+    the LR is too high)."""
+    if cur.type == DIVERGENT:
+        return True
+    if onset <= cur.last_peak_step + cfg.echo_window and not _healed_blip(cur, sc, onset, cfg):
         return True
     if onset > cur.shape.window_end:
         return False
@@ -53,6 +57,23 @@ def _joins(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bool:
         return False
     level = np.log(cur.pre_value) if sc.log_space and cur.pre_value else cur.pre_value or 0.0
     return float(np.median(before) - level) > np.log1p(cur.shape.tolerance)
+
+
+def _healed_blip(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bool:
+    """`cur` recovered before `onset`, and each of its peaks was one logged point: the next
+    point was back within max(tolerance, 3 sigma) of its trend (features.single_point_peaks'
+    test). That is a batch's own loss, healed at once: it left the model as it was, so
+    nothing ties it to what comes next, however soon. A peak that decayed over several
+    points moved the optimizer's state, and a spike in the next `echo_window` steps is the
+    same instability coming back (a stale second moment's echo, a too-high LR's recurrence)."""
+    if cur.end_step is None or cur.end_step >= onset:
+        return False
+    thr = max(np.log1p(cfg.tolerance), 3 * cur.sigma)
+    for step, _ in cur.peaks:
+        i = int(np.searchsorted(sc.steps, step, side="right"))
+        if i >= len(sc.steps) or sc.x[i] - cur.trend.at(sc.steps[i]) >= thr:
+            return False
+    return True
 
 
 def _value(sc: Screen, i: int) -> float:
