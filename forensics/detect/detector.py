@@ -3,6 +3,8 @@ features -> cause -> recovery. Pure: RunData in, Detection out (store.py does th
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from forensics.detect import events as ev
@@ -111,6 +113,19 @@ def loss_incidents(sc: Screen, data: RunData, cfg: DetectConfig) -> list[Inciden
     return out
 
 
+class _Climb(NamedTuple):
+    """A warm-up climb, as indices into the screen's points."""
+
+    m: np.ndarray  # the 9-point centred median of the (log) loss
+    i0: int  # end of start-up
+    i_peak: int  # the last point at or before the LR's first peak
+    i_min: int  # the median's low in the warm-up
+    i_top: int  # the median's top, up to half a warm-up after the LR peak
+    on: int  # first point where the median is warmup_rise_min above its low
+    rise: float  # m[i_top] - m[i_min] (log)
+    sigma: float  # noise scale at the low
+
+
 def warmup_rise(
     sc: Screen, data: RunData, incidents: list[Incident], cfg: DetectConfig
 ) -> Incident | None:
@@ -119,9 +134,20 @@ def warmup_rise(
     each point of it is small. Loss incidents the screen found on the climb are taken out
     of `incidents` and become peaks of it (one instability); None when there is no such
     climb, no logged LR ramp or grad norm, or a divergence / event incident overlaps it."""
+    span = _warmup_span(sc, data, cfg)
+    climb = _climb(sc, *span, cfg) if span is not None else None
+    if climb is None or not _gradient_climbs(sc, data, climb, cfg):
+        return None
+    return _climb_incident(sc, data, incidents, climb, cfg)
+
+
+def _warmup_span(sc: Screen, data: RunData, cfg: DetectConfig) -> tuple[int, int] | None:
+    """(end of start-up, last point at or before the LR's first peak): the first LR ramp
+    from (near) zero, when the LR and grad norm are logged and the loss is positive (the
+    climb's log-ratio bars do not apply to a loss that can be <= 0)."""
     if not (data.has("lr") and data.has("grad_norm")) or sc.burn_in >= len(sc.steps):
         return None
-    if not sc.log_space:  # a loss that can be <= 0: the climb's log-ratio bars do not apply
+    if not sc.log_space:
         return None
     lr = data.aux["lr"]
     ok = np.isfinite(lr.values)
@@ -132,10 +158,14 @@ def warmup_rise(
     first_top = int(np.argmax(lr_v >= PEAK_LR_FRACTION * top))
     if lr_v[: first_top + 1].min() > 0.1 * top:
         return None  # no ramp from (near) zero: a constant LR, or a restart mid-schedule
-    lr_peak = float(lr_st[first_top])
-    i0, i_peak = sc.burn_in, int(np.searchsorted(sc.steps, lr_peak, side="right")) - 1
-    if i_peak - i0 < cfg.warmup_rise_points:
-        return None
+    i0 = sc.burn_in
+    i_peak = int(np.searchsorted(sc.steps, float(lr_st[first_top]), side="right")) - 1
+    return (i0, i_peak) if i_peak - i0 >= cfg.warmup_rise_points else None
+
+
+def _climb(sc: Screen, i0: int, i_peak: int, cfg: DetectConfig) -> _Climb | None:
+    """The median loss's climb from its warm-up low, when it rises by warmup_rise_min and
+    warmup_rise_z noise scales, and by half of warmup_rise_min already at the LR peak."""
     m = centred_median(sc.x, cfg.smooth_points)
     i_min = i0 + int(np.argmin(m[i0:i_peak]))
     i_end = min(len(m) - 1, i_peak + (i_peak - i0) // 2)
@@ -147,37 +177,47 @@ def warmup_rise(
     if m[i_peak] - m[i_min] < cfg.warmup_rise_min / 2:
         return None  # not climbing yet when the LR peaked: a later bump, not this mechanism
     on = i_min + int(np.argmax(m[i_min : i_top + 1] - m[i_min] >= cfg.warmup_rise_min))
-    # the gradient before the climb against the gradient on it: neither window crosses the
-    # onset (a short climb would otherwise dilute both medians with the other's points)
-    grad, s_on = data.aux["grad_norm"], float(sc.steps[on])
-    half = max(cfg.trend_points, (sc.steps[i_peak] - sc.steps[i0]) / 8)
-    s_min, s_top = float(sc.steps[i_min]), float(sc.steps[i_top])
+    return _Climb(m, i0, i_peak, i_min, i_top, on, rise, sigma)
+
+
+def _gradient_climbs(sc: Screen, data: RunData, c: _Climb, cfg: DetectConfig) -> bool:
+    """The median grad norm on the climb is warmup_rise_grad x the median before it. Neither
+    window crosses the climb's onset: a short climb would otherwise dilute both medians
+    with the other's points."""
+    grad, s_on = data.aux["grad_norm"], float(sc.steps[c.on])
+    half = max(cfg.trend_points, (sc.steps[c.i_peak] - sc.steps[c.i0]) / 8)
+    s_min, s_top = float(sc.steps[c.i_min]), float(sc.steps[c.i_top])
     g_lo = finite_median(grad.window(s_min - half, min(s_min + half, s_on - 1)))
     g_hi = finite_median(grad.window(max(s_top - half, s_on), s_top + half))
-    if not g_lo or g_hi is None or g_hi < cfg.warmup_rise_grad * g_lo:
-        return None
-    a, b = _hump(m, i_top, float(m[i_min]) + rise / 2)
-    a = max(a, on)
+    if not g_lo or g_hi is None:
+        return False
+    return g_hi >= cfg.warmup_rise_grad * g_lo
+
+
+def _climb_incident(
+    sc: Screen, data: RunData, incidents: list[Incident], c: _Climb, cfg: DetectConfig
+) -> Incident | None:
+    """The climb as one incident, from its onset through its hump (the upper half of the
+    climb). Loss incidents on the hump are taken out of `incidents` and become its peaks;
+    None when a divergence or an event cluster overlaps it (they say more than the climb)."""
+    a, b = _hump(c.m, c.i_top, float(c.m[c.i_min]) + c.rise / 2)
+    a = max(a, c.on)
     pk = a + int(np.argmax(sc.x[a : b + 1]))  # its highest loss, as any incident's peak
-    onset, peak_step, hump_end = int(sc.steps[on]), int(sc.steps[pk]), int(sc.steps[b])
+    onset, hump_end = int(sc.steps[c.on]), int(sc.steps[b])
     inside = [i for i in incidents if i.onset_step <= hump_end and onset <= i.span_end]
     if any(i.type == DIVERGENT or i.origin != "loss" for i in inside):
-        return None  # a divergence or an event cluster says more than the climb
-    # spikes the screen found on the climb are peaks of it: one instability, one incident
-    peaks = sorted({(peak_step, _value(sc, pk)), *(p for i in inside for p in i.peaks)})
-    # the screen's onset (refined on breakpoints) is the more precise one when it found the
-    # start of the climb; a spike riding on the climb after its start (or at its top) has
-    # its onset there, not the climb's
-    first = min((i.onset_step for i in inside), default=onset)
-    on_the_way = bool(inside) and first <= onset
-    if on_the_way:
-        onset = first
+        return None
+    peaks = sorted({(int(sc.steps[pk]), _value(sc, pk)), *(p for i in inside for p in i.peaks)})
     peak_step, peak_value = max(peaks, key=lambda p: p[1])
     for i in inside:
         incidents.remove(i)
-    # the flat level of the low, or the screen's own pre-onset trend when it found the climb
-    trend = Trend(float(m[i_min]), 0.0, float(sc.steps[i_min]), i_min - i0 + 1)
-    if on_the_way:
+    # the flat level of the low; the screen's onset (refined on breakpoints) and its own
+    # pre-onset trend when the screen found the climb's start (a spike riding on the climb
+    # after its start, or at its top, has its onset there, not the climb's)
+    trend = Trend(float(c.m[c.i_min]), 0.0, float(sc.steps[c.i_min]), c.i_min - c.i0 + 1)
+    sigma = c.sigma
+    if inside and min(i.onset_step for i in inside) <= onset:
+        onset = min(i.onset_step for i in inside)
         trend, sigma = inside[0].trend, inside[0].sigma
     last = max(p[0] for p in peaks)
     shape = type_shape(
