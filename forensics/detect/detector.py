@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from scipy.stats import theilslopes
 
 from forensics.detect import events as ev
 from forensics.detect import recurrence
@@ -181,17 +182,46 @@ def _climb(sc: Screen, i0: int, i_peak: int, cfg: DetectConfig) -> _Climb | None
 
 
 def _gradient_climbs(sc: Screen, data: RunData, c: _Climb, cfg: DetectConfig) -> bool:
-    """The median grad norm on the climb is warmup_rise_grad x the median before it. Neither
-    window crosses the climb's onset: a short climb would otherwise dilute both medians
-    with the other's points."""
-    grad, s_on = data.aux["grad_norm"], float(sc.steps[c.on])
-    half = max(cfg.trend_points, (sc.steps[c.i_peak] - sc.steps[c.i0]) / 8)
+    """The grad norm grows warmup_rise_grad x with the climb, either shape of it: it drifted
+    up from before the climb to its top (`_gradient_drifts`), or it moves with the loss
+    through the climb (`_gradient_follows_loss`)."""
+    return _gradient_drifts(sc, data, c, cfg) or _gradient_follows_loss(sc, data, c, cfg)
+
+
+def _half(sc: Screen, c: _Climb, cfg: DetectConfig) -> float:
+    """Steps either side of the climb's low and top that its gradient tests read."""
+    return float(max(cfg.trend_points, (sc.steps[c.i_peak] - sc.steps[c.i0]) / 8))
+
+
+def _gradient_drifts(sc: Screen, data: RunData, c: _Climb, cfg: DetectConfig) -> bool:
+    """The median grad norm at the climb's top is warmup_rise_grad x the median before it.
+    Neither window crosses the climb's onset: a short climb would otherwise dilute both
+    medians with the other's points."""
+    grad, s_on, half = data.aux["grad_norm"], float(sc.steps[c.on]), _half(sc, c, cfg)
     s_min, s_top = float(sc.steps[c.i_min]), float(sc.steps[c.i_top])
     g_lo = finite_median(grad.window(s_min - half, min(s_min + half, s_on - 1)))
     g_hi = finite_median(grad.window(max(s_top - half, s_on), s_top + half))
     if not g_lo or g_hi is None:
         return False
     return g_hi >= cfg.warmup_rise_grad * g_lo
+
+
+def _gradient_follows_loss(sc: Screen, data: RunData, c: _Climb, cfg: DetectConfig) -> bool:
+    """Over the climb's phase (from `_half` before its low to `_half` after its top), the
+    log grad norm regressed on the median log-loss (Theil-Sen: robust to the gradient
+    spikes the instability throws) grows warmup_rise_grad x over the climb's rise. Every
+    point counts: when the gradient jumps 2-3x from step to step (a tiny model at 100x its
+    LR), two medians of ~20 points sit within noise of the bar, while the gradient's
+    co-movement with the loss is plain."""
+    half = _half(sc, c, cfg)
+    s_min, s_top = float(sc.steps[c.i_min]), float(sc.steps[c.i_top])
+    st, g = data.aux["grad_norm"].window_steps(s_min - half, s_top + half)
+    ok = np.isfinite(g) & (g > 0)
+    x = np.interp(st[ok], sc.steps, c.m)
+    if ok.sum() < cfg.smooth_points or np.ptp(x) <= 0:
+        return False
+    slope = float(theilslopes(np.log(g[ok]), x).slope)
+    return slope * c.rise >= np.log(cfg.warmup_rise_grad)
 
 
 def _climb_incident(
@@ -223,11 +253,34 @@ def _climb_incident(
     shape = type_shape(
         data.loss, trend, last, sigma, data.interval, cfg, sc.log_space, sc.best_before(onset)
     )
-    return Incident(
+    inc = Incident(
         id=0, metric=data.loss_name, origin="loss", onset_step=onset, peak_step=peak_step,
         peaks=peaks, trend=trend, sigma=sigma, shape=shape,
         pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value,
     )  # fmt: skip
+    _take_followers(inc, sc, data, incidents, cfg)
+    return inc
+
+
+def _take_followers(
+    inc: Incident, sc: Screen, data: RunData, incidents: list[Incident], cfg: DetectConfig
+) -> None:
+    """Loss incidents that start after the climb's hump but before it recovered become its
+    peaks: a spike the climb has not come back from is not an incident of its own beside
+    it (a later spike, or any after a climb that never recovers, is left as it is)."""
+    for i in sorted(incidents, key=lambda i: i.onset_step):
+        if i.onset_step <= inc.onset_step:
+            continue
+        if i.type == DIVERGENT or inc.end_step is None or i.onset_step >= inc.end_step:
+            break
+        incidents.remove(i)
+        inc.peaks = sorted({*inc.peaks, *i.peaks})
+        inc.peak_step, inc.peak_value = max(inc.peaks, key=lambda p: p[1])
+        best = sc.best_before(inc.onset_step)
+        inc.shape = type_shape(
+            data.loss, inc.trend, inc.last_peak_step, inc.sigma, data.interval, cfg,
+            sc.log_space, best,
+        )  # fmt: skip
 
 
 def _hump(m: np.ndarray, top: int, level: float) -> tuple[int, int]:
