@@ -62,7 +62,9 @@ class DetectConfig:
     # (log-ratio: +10%) and >= warmup_rise_z noise scales (measured before the climb),
     # by half of warmup_rise_min already when the LR reaches its peak, and up to half a
     # warm-up after it,
-    # while the median grad norm grows >= warmup_rise_grad x over the same stretch.
+    # while the grad norm grows >= warmup_rise_grad x over the same stretch (its median
+    # near the top against near the low, or its co-movement with the loss through the
+    # climb: detector._gradient_climbs).
     # Later bumps (llm.c's +9%, an SGDR restart, a seasonal schedule) are not in the
     # first ramp; a healthy warm-up's loss falls through it.
     warmup_rise_min: float = 0.095
