@@ -62,7 +62,9 @@ class DetectConfig:
     # (log-ratio: +10%) and >= warmup_rise_z noise scales (measured before the climb),
     # by half of warmup_rise_min already when the LR reaches its peak, and up to half a
     # warm-up after it,
-    # while the median grad norm grows >= warmup_rise_grad x over the same stretch.
+    # while the grad norm grows >= warmup_rise_grad x over the same stretch (its median
+    # near the top against near the low, or its co-movement with the loss through the
+    # climb: detector._gradient_climbs).
     # Later bumps (llm.c's +9%, an SGDR restart, a seasonal schedule) are not in the
     # first ramp; a healthy warm-up's loss falls through it.
     warmup_rise_min: float = 0.095
@@ -91,8 +93,10 @@ class DetectConfig:
     pre_steps: int = 1000
     pre_fraction: float = 0.2
     # --- grouping ------------------------------------------------------------------------
-    # A new excursion that starts within `echo_window` steps of a peak of an incident that
-    # has not recovered yet joins it as one more peak (echo spikes of a stale second moment).
+    # A new excursion that starts within `echo_window` steps of a peak of an incident joins
+    # it as one more peak (echo spikes of a stale second moment, a too-high LR's recurring
+    # spikes), unless that incident was a blip already over: recovered before the new onset,
+    # each peak one logged point (detector._healed_blip).
     echo_window: int = 100
     # --- events (events.py) -----------------------------------------------------------
     # A cluster of loss-scale halvings is an incident of its own from this many halvings

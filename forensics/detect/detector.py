@@ -3,7 +3,10 @@ features -> cause -> recovery. Pure: RunData in, Detection out (store.py does th
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+from scipy.stats import theilslopes
 
 from forensics.detect import events as ev
 from forensics.detect import recurrence
@@ -38,11 +41,15 @@ def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
 
 
 def _joins(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bool:
-    """A new excursion is part of `cur`: an echo, `cur` has not recovered (or diverged),
-    or, within its window, the loss just before the new onset is still above the level
-    `cur` started from (it touched its trend and went on above that level: recurring spikes
-    of one instability, as when the LR is too high)."""
-    if cur.type == DIVERGENT or onset <= cur.last_peak_step + cfg.echo_window:
+    """A new excursion is part of `cur`: `cur` diverged, or it is an echo within
+    `echo_window` of `cur`'s last peak and `cur` was not a blip already over (see
+    `_healed_blip`), or `cur` never recovered inside its window, or, within that window, the
+    loss just before the new onset is still above the level `cur` started from (it touched
+    its trend and went on above that level: recurring spikes of one instability, as when
+    the LR is too high)."""
+    if cur.type == DIVERGENT:
+        return True
+    if onset <= cur.last_peak_step + cfg.echo_window and not _healed_blip(cur, sc, onset, cfg):
         return True
     if onset > cur.shape.window_end:
         return False
@@ -54,6 +61,23 @@ def _joins(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bool:
         return False
     level = np.log(cur.pre_value) if sc.log_space and cur.pre_value else cur.pre_value or 0.0
     return float(np.median(before) - level) > np.log1p(cur.shape.tolerance)
+
+
+def _healed_blip(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bool:
+    """`cur` recovered before `onset`, and each of its peaks was one logged point: the next
+    point was back within max(tolerance, 3 sigma) of its trend (features.single_point_peaks'
+    test). That is a batch's own loss, healed at once: it left the model as it was, so
+    nothing ties it to what comes next, however soon. A peak that decayed over several
+    points moved the optimizer's state, and a spike in the next `echo_window` steps is the
+    same instability coming back (a stale second moment's echo, a too-high LR's recurrence)."""
+    if cur.end_step is None or cur.end_step >= onset:
+        return False
+    thr = max(np.log1p(cfg.tolerance), 3 * cur.sigma)
+    for step, _ in cur.peaks:
+        i = int(np.searchsorted(sc.steps, step, side="right"))
+        if i >= len(sc.steps) or sc.x[i] - cur.trend.at(sc.steps[i]) >= thr:
+            return False
+    return True
 
 
 def _value(sc: Screen, i: int) -> float:
@@ -91,6 +115,19 @@ def loss_incidents(sc: Screen, data: RunData, cfg: DetectConfig) -> list[Inciden
     return out
 
 
+class _Climb(NamedTuple):
+    """A warm-up climb, as indices into the screen's points."""
+
+    m: np.ndarray  # the 9-point centred median of the (log) loss
+    i0: int  # end of start-up
+    i_peak: int  # the last point at or before the LR's first peak
+    i_min: int  # the median's low in the warm-up
+    i_top: int  # the median's top, up to half a warm-up after the LR peak
+    on: int  # first point where the median is warmup_rise_min above its low
+    rise: float  # m[i_top] - m[i_min] (log)
+    sigma: float  # noise scale at the low
+
+
 def warmup_rise(
     sc: Screen, data: RunData, incidents: list[Incident], cfg: DetectConfig
 ) -> Incident | None:
@@ -99,9 +136,20 @@ def warmup_rise(
     each point of it is small. Loss incidents the screen found on the climb are taken out
     of `incidents` and become peaks of it (one instability); None when there is no such
     climb, no logged LR ramp or grad norm, or a divergence / event incident overlaps it."""
+    span = _warmup_span(sc, data, cfg)
+    climb = _climb(sc, *span, cfg) if span is not None else None
+    if climb is None or not _gradient_climbs(sc, data, climb, cfg):
+        return None
+    return _climb_incident(sc, data, incidents, climb, cfg)
+
+
+def _warmup_span(sc: Screen, data: RunData, cfg: DetectConfig) -> tuple[int, int] | None:
+    """(end of start-up, last point at or before the LR's first peak): the first LR ramp
+    from (near) zero, when the LR and grad norm are logged and the loss is positive (the
+    climb's log-ratio bars do not apply to a loss that can be <= 0)."""
     if not (data.has("lr") and data.has("grad_norm")) or sc.burn_in >= len(sc.steps):
         return None
-    if not sc.log_space:  # a loss that can be <= 0: the climb's log-ratio bars do not apply
+    if not sc.log_space:
         return None
     lr = data.aux["lr"]
     ok = np.isfinite(lr.values)
@@ -112,10 +160,14 @@ def warmup_rise(
     first_top = int(np.argmax(lr_v >= PEAK_LR_FRACTION * top))
     if lr_v[: first_top + 1].min() > 0.1 * top:
         return None  # no ramp from (near) zero: a constant LR, or a restart mid-schedule
-    lr_peak = float(lr_st[first_top])
-    i0, i_peak = sc.burn_in, int(np.searchsorted(sc.steps, lr_peak, side="right")) - 1
-    if i_peak - i0 < cfg.warmup_rise_points:
-        return None
+    i0 = sc.burn_in
+    i_peak = int(np.searchsorted(sc.steps, float(lr_st[first_top]), side="right")) - 1
+    return (i0, i_peak) if i_peak - i0 >= cfg.warmup_rise_points else None
+
+
+def _climb(sc: Screen, i0: int, i_peak: int, cfg: DetectConfig) -> _Climb | None:
+    """The median loss's climb from its warm-up low, when it rises by warmup_rise_min and
+    warmup_rise_z noise scales, and by half of warmup_rise_min already at the LR peak."""
     m = centred_median(sc.x, cfg.smooth_points)
     i_min = i0 + int(np.argmin(m[i0:i_peak]))
     i_end = min(len(m) - 1, i_peak + (i_peak - i0) // 2)
@@ -127,47 +179,109 @@ def warmup_rise(
     if m[i_peak] - m[i_min] < cfg.warmup_rise_min / 2:
         return None  # not climbing yet when the LR peaked: a later bump, not this mechanism
     on = i_min + int(np.argmax(m[i_min : i_top + 1] - m[i_min] >= cfg.warmup_rise_min))
-    # the gradient before the climb against the gradient on it: neither window crosses the
-    # onset (a short climb would otherwise dilute both medians with the other's points)
-    grad, s_on = data.aux["grad_norm"], float(sc.steps[on])
-    half = max(cfg.trend_points, (sc.steps[i_peak] - sc.steps[i0]) / 8)
-    s_min, s_top = float(sc.steps[i_min]), float(sc.steps[i_top])
+    return _Climb(m, i0, i_peak, i_min, i_top, on, rise, sigma)
+
+
+def _gradient_climbs(sc: Screen, data: RunData, c: _Climb, cfg: DetectConfig) -> bool:
+    """The grad norm grows warmup_rise_grad x with the climb, either shape of it: it drifted
+    up from before the climb to its top (`_gradient_drifts`), or it moves with the loss
+    through the climb (`_gradient_follows_loss`)."""
+    return _gradient_drifts(sc, data, c, cfg) or _gradient_follows_loss(sc, data, c, cfg)
+
+
+def _half(sc: Screen, c: _Climb, cfg: DetectConfig) -> float:
+    """Steps either side of the climb's low and top that its gradient tests read."""
+    return float(max(cfg.trend_points, (sc.steps[c.i_peak] - sc.steps[c.i0]) / 8))
+
+
+def _gradient_drifts(sc: Screen, data: RunData, c: _Climb, cfg: DetectConfig) -> bool:
+    """The median grad norm at the climb's top is warmup_rise_grad x the median before it.
+    Neither window crosses the climb's onset: a short climb would otherwise dilute both
+    medians with the other's points."""
+    grad, s_on, half = data.aux["grad_norm"], float(sc.steps[c.on]), _half(sc, c, cfg)
+    s_min, s_top = float(sc.steps[c.i_min]), float(sc.steps[c.i_top])
     g_lo = finite_median(grad.window(s_min - half, min(s_min + half, s_on - 1)))
     g_hi = finite_median(grad.window(max(s_top - half, s_on), s_top + half))
-    if not g_lo or g_hi is None or g_hi < cfg.warmup_rise_grad * g_lo:
-        return None
-    a, b = _hump(m, i_top, float(m[i_min]) + rise / 2)
-    a = max(a, on)
+    if not g_lo or g_hi is None:
+        return False
+    return g_hi >= cfg.warmup_rise_grad * g_lo
+
+
+def _gradient_follows_loss(sc: Screen, data: RunData, c: _Climb, cfg: DetectConfig) -> bool:
+    """Over the climb's phase (from `_half` before its low to `_half` after its top), the
+    log grad norm regressed on the median log-loss (Theil-Sen: robust to the gradient
+    spikes the instability throws) grows warmup_rise_grad x over the climb's rise. Every
+    point counts: when the gradient jumps 2-3x from step to step (a tiny model at 100x its
+    LR), two medians of ~20 points sit within noise of the bar, while the gradient's
+    co-movement with the loss is plain."""
+    half = _half(sc, c, cfg)
+    s_min, s_top = float(sc.steps[c.i_min]), float(sc.steps[c.i_top])
+    st, g = data.aux["grad_norm"].window_steps(s_min - half, s_top + half)
+    ok = np.isfinite(g) & (g > 0)
+    x = np.interp(st[ok], sc.steps, c.m)
+    if ok.sum() < cfg.smooth_points or np.ptp(x) <= 0:
+        return False
+    slope = float(theilslopes(np.log(g[ok]), x).slope)
+    return slope * c.rise >= np.log(cfg.warmup_rise_grad)
+
+
+def _climb_incident(
+    sc: Screen, data: RunData, incidents: list[Incident], c: _Climb, cfg: DetectConfig
+) -> Incident | None:
+    """The climb as one incident, from its onset through its hump (the upper half of the
+    climb). Loss incidents on the hump are taken out of `incidents` and become its peaks;
+    None when a divergence or an event cluster overlaps it (they say more than the climb)."""
+    a, b = _hump(c.m, c.i_top, float(c.m[c.i_min]) + c.rise / 2)
+    a = max(a, c.on)
     pk = a + int(np.argmax(sc.x[a : b + 1]))  # its highest loss, as any incident's peak
-    onset, peak_step, hump_end = int(sc.steps[on]), int(sc.steps[pk]), int(sc.steps[b])
+    onset, hump_end = int(sc.steps[c.on]), int(sc.steps[b])
     inside = [i for i in incidents if i.onset_step <= hump_end and onset <= i.span_end]
     if any(i.type == DIVERGENT or i.origin != "loss" for i in inside):
-        return None  # a divergence or an event cluster says more than the climb
-    # spikes the screen found on the climb are peaks of it: one instability, one incident
-    peaks = sorted({(peak_step, _value(sc, pk)), *(p for i in inside for p in i.peaks)})
-    # the screen's onset (refined on breakpoints) is the more precise one when it found the
-    # start of the climb; a spike riding on the climb after its start (or at its top) has
-    # its onset there, not the climb's
-    first = min((i.onset_step for i in inside), default=onset)
-    on_the_way = bool(inside) and first <= onset
-    if on_the_way:
-        onset = first
+        return None
+    peaks = sorted({(int(sc.steps[pk]), _value(sc, pk)), *(p for i in inside for p in i.peaks)})
     peak_step, peak_value = max(peaks, key=lambda p: p[1])
     for i in inside:
         incidents.remove(i)
-    # the flat level of the low, or the screen's own pre-onset trend when it found the climb
-    trend = Trend(float(m[i_min]), 0.0, float(sc.steps[i_min]), i_min - i0 + 1)
-    if on_the_way:
+    # the flat level of the low; the screen's onset (refined on breakpoints) and its own
+    # pre-onset trend when the screen found the climb's start (a spike riding on the climb
+    # after its start, or at its top, has its onset there, not the climb's)
+    trend = Trend(float(c.m[c.i_min]), 0.0, float(sc.steps[c.i_min]), c.i_min - c.i0 + 1)
+    sigma = c.sigma
+    if inside and min(i.onset_step for i in inside) <= onset:
+        onset = min(i.onset_step for i in inside)
         trend, sigma = inside[0].trend, inside[0].sigma
     last = max(p[0] for p in peaks)
     shape = type_shape(
         data.loss, trend, last, sigma, data.interval, cfg, sc.log_space, sc.best_before(onset)
     )
-    return Incident(
+    inc = Incident(
         id=0, metric=data.loss_name, origin="loss", onset_step=onset, peak_step=peak_step,
         peaks=peaks, trend=trend, sigma=sigma, shape=shape,
         pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value,
     )  # fmt: skip
+    _take_followers(inc, sc, data, incidents, cfg)
+    return inc
+
+
+def _take_followers(
+    inc: Incident, sc: Screen, data: RunData, incidents: list[Incident], cfg: DetectConfig
+) -> None:
+    """Loss incidents that start after the climb's hump but before it recovered become its
+    peaks: a spike the climb has not come back from is not an incident of its own beside
+    it (a later spike, or any after a climb that never recovers, is left as it is)."""
+    for i in sorted(incidents, key=lambda i: i.onset_step):
+        if i.onset_step <= inc.onset_step:
+            continue
+        if i.type == DIVERGENT or inc.end_step is None or i.onset_step >= inc.end_step:
+            break
+        incidents.remove(i)
+        inc.peaks = sorted({*inc.peaks, *i.peaks})
+        inc.peak_step, inc.peak_value = max(inc.peaks, key=lambda p: p[1])
+        best = sc.best_before(inc.onset_step)
+        inc.shape = type_shape(
+            data.loss, inc.trend, inc.last_peak_step, inc.sigma, data.interval, cfg,
+            sc.log_space, best,
+        )  # fmt: skip
 
 
 def _hump(m: np.ndarray, top: int, level: float) -> tuple[int, int]:
