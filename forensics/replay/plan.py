@@ -139,6 +139,15 @@ def fmt_excess(x: float) -> str:
     return "non-finite" if x >= BIG else fmt_num(x)
 
 
+def fmt_steps(steps: list[int]) -> str:
+    """ "1200-1219" for a contiguous run of steps, else the list ("" for none)."""
+    if not steps:
+        return ""
+    if steps == list(range(steps[0], steps[-1] + 1)):
+        return f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
+    return ", ".join(map(str, steps))
+
+
 def fmt_num(x: float, digits: int = 4) -> str:
     """A number for a detail sentence, with NaN and Inf spelt as the report spells them."""
     if math.isnan(x):

@@ -36,6 +36,7 @@ import numpy as np
 
 from forensics.errors import ReplayError
 from forensics.replay.freq import TRAIN_SAMPLE, train_freq
+from forensics.replay.plan import fmt_steps
 from forensics.replay.probes.base import Session, median, ratio
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
 from forensics.replay.sources import read_tokens
@@ -92,25 +93,17 @@ def judge(
     shown = flagged[0] if flagged else s.plan.offending
     verdict, why = verdicts[shown]
     if flagged:
-        why = f"{len(flagged)} of {len(verdicts)} batches (steps {_span(flagged)}) are corrupt; "
+        why = f"{len(flagged)} of {len(verdicts)} batches (steps {fmt_steps(flagged)}) are "
+        why += "corrupt; "
         why += f"step {shown}: {verdicts[shown][1]}"
     elif unsure and verdict == REFUTED:
         verdict = INCONCLUSIVE
-        why = f"batches of steps {_span(unsure)} differ from the controls, but not decisively"
+        why = f"batches of steps {fmt_steps(unsure)} differ from the controls, but not decisively"
     numbers: dict[str, Any] = {"step": shown, "control_steps": ctrl}
-    numbers |= {"examined_steps": _span(sorted(examined)), "corrupt_steps": flagged}
+    numbers |= {"examined_steps": fmt_steps(sorted(examined)), "corrupt_steps": flagged}
     numbers |= {k: v for k, v in examined[shown].items() if k != "shape"}
     numbers |= {f"control_{k}": median([c[k] for c in cs]) for k in _NUMERIC}
     return s.result(PROBE, HYPOTHESIS, verdict, numbers, why)
-
-
-def _span(steps: list[int]) -> str:
-    """ "1200-1219" for a contiguous run, else the list."""
-    if not steps:
-        return ""
-    if steps == list(range(steps[0], steps[-1] + 1)):
-        return f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
-    return ", ".join(map(str, steps))
 
 
 def _controls(s: Session) -> list[tuple[list[BatchRecord], np.ndarray]]:

@@ -53,7 +53,7 @@ from typing import Any
 
 from forensics.replay.context import Checkpoint
 from forensics.replay.hf_data import DataUnavailable
-from forensics.replay.plan import BIG
+from forensics.replay.plan import BIG, fmt_steps
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.counterfactual import batch_costs, is_ordinary, noise_allowance
 from forensics.replay.state import (
@@ -110,13 +110,11 @@ class Baseline:
     def text(self) -> str:
         parts = []
         if self.substitute:
-            hard, used = list(self.substitute), list(self.substitute.values())
-            parts.append(
-                f"batches {_span(hard)} replaced by the ordinary batches of steps {_span(used)}"
-            )
+            hard, used = fmt_steps(list(self.substitute)), fmt_steps([*self.substitute.values()])
+            parts.append(f"batches {hard} replaced by the ordinary batches of steps {used}")
         if self.skipped:
             parts.append(
-                f"the updates of batches {_span(self.skipped)} skipped (no ordinary batch left)"
+                f"the updates of batches {fmt_steps(self.skipped)} skipped (no ordinary batch left)"
             )
         return " and ".join(parts) or "no hard batch"
 
@@ -203,14 +201,6 @@ def added(loss: float, clean: float) -> float:
     if not math.isfinite(loss):
         return BIG
     return loss - clean
-
-
-def _span(steps: list[int]) -> str:
-    if not steps:
-        return "none"
-    if steps == list(range(steps[0], steps[-1] + 1)):
-        return f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
-    return ", ".join(str(t) for t in steps)
 
 
 def fix_checkpoint(s: Session) -> Checkpoint | None:
