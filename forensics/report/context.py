@@ -334,9 +334,9 @@ def _replay_summary(inc: Incident) -> str:
     if not inc.replays:
         return (inc.replay or "not_run").replace("_", " ")
     own = str(inc.replay or "not_run").replace("_", " ")
-    drift = [r.numbers.get("drift_step") for r in inc.replays if r.hypothesis == inc.cause]
-    if own == "confirmed" and any(d is not None for d in drift):
-        step = next(d for d in drift if d is not None)
+    drifts = [r.numbers.get("drift_step") for r in inc.replays if r.hypothesis == inc.cause]
+    step = next((d for d in drifts if d is not None), None)
+    if own == "confirmed" and step is not None:
         own += f" statistically, the replay drifting off the log by rounding from step {step}"
     others = {f.cause for f in inc.findings if f.replay == "refuted"} - {inc.cause}
     return f"{own}; {len(others)} other cause{'s' if len(others) != 1 else ''} refuted"

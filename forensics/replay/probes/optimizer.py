@@ -106,9 +106,7 @@ def _plain_fix(s: Session, res: ReplayResult) -> None:
         return
     w, _ = measure(s, steps, cf)
     res.numbers["kept_plain"] = w.kept
-    res.detail += (
-        f"; beta2 = 0.95 alone (no reset) removes {share_text(1 - w.kept)} of the added loss"
-    )
+    res.detail += f"; beta2 = 0.95 alone (no reset) removes {_removed(w.kept)} of the added loss"
 
 
 def _config_beta2(s: Session) -> float | None:
