@@ -201,7 +201,7 @@ def _key_before(lit: str) -> str:
     """The name a slot's preceding text gives it: the last field's text, separators off.
     A value printed in brackets or quotes (`lr=[1e-06]`, `loss: [nan]`, `'loss': '1.02'`)
     keeps its key; a key in brackets (`[Loss] 51566519.44 | [step] 89`) is that key."""
-    body = _OPEN_VALUE.sub("", lit).rstrip(" \t:=#")
+    body = _key_body(lit)
     if not body:
         return ""
     tag = _TAG_KEY.search(body)
@@ -222,9 +222,15 @@ def _rate_by_unit(key: str, after: str) -> str:
     return "tokens_per_s" if "token" in unit else key
 
 
+def _key_body(lit: str) -> str:
+    """A slot's preceding text without the opening of a bracketed or quoted value and the
+    separators before it: where its key ends."""
+    return _OPEN_VALUE.sub("", lit).rstrip(" \t:=#")
+
+
 def _tagged(lit: str) -> bool:
     """The slot's key is printed in brackets (`| [step]    89`): a key, wherever it stands."""
-    return _TAG_KEY.search(_OPEN_VALUE.sub("", lit).rstrip(" \t:=#")) is not None
+    return _TAG_KEY.search(_key_body(lit)) is not None
 
 
 def _key_after(lit: str) -> str:
@@ -290,13 +296,8 @@ def infer(text: str, count: int) -> Template:
         _total_counter(tpl, lowered)
     elif lowered[tpl.step_slot] in _LATE_STEP_KEYS or lowered[tpl.step_slot].startswith("global "):
         tpl.global_count = True
-    late = tpl.bar or (
-        tpl.step_slot is not None
-        and (
-            lowered[tpl.step_slot] in _LATE_STEP_KEYS
-            or lowered[tpl.step_slot].startswith("global ")
-            or _tagged(lits[tpl.step_slot])
-        )
+    late = (
+        tpl.bar or tpl.global_count or (tpl.step_slot is not None and _tagged(lits[tpl.step_slot]))
     )
     if tpl.step_slot is not None and (
         (tpl.step_slot > _MAX_STEP_SLOT and not late) or len(tpl.names) > _MAX_FIELDS
