@@ -15,7 +15,13 @@ from forensics.detect.config import DetectConfig
 from forensics.detect.coverage import Coverage
 from forensics.detect.data import RunData
 from forensics.detect.evidence import explain
-from forensics.detect.features import compute, finite_median, precursor_len, run_context
+from forensics.detect.features import (
+    compute,
+    finite_median,
+    near_trend,
+    precursor_len,
+    run_context,
+)
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
 from forensics.detect.quiet import GradientRise, lone_jump, quiet_jumps
 from forensics.detect.recovery import Checkpoint, advise
@@ -72,7 +78,7 @@ def _healed_blip(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bo
     same instability coming back (a stale second moment's echo, a too-high LR's recurrence)."""
     if cur.end_step is None or cur.end_step >= onset:
         return False
-    thr = max(np.log1p(cfg.tolerance), 3 * cur.sigma)
+    thr = near_trend(cur.sigma, cfg)
     for step, _ in cur.peaks:
         i = int(np.searchsorted(sc.steps, step, side="right"))
         if i >= len(sc.steps) or sc.x[i] - cur.trend.at(sc.steps[i]) >= thr:

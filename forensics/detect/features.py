@@ -104,11 +104,17 @@ def _lr_phase(lr_frac: FeatureValue, warmup_progress: FeatureValue) -> str | Non
     return "peak" if isinstance(warmup_progress, float) and warmup_progress <= 1.1 else None
 
 
+def near_trend(sigma: float, cfg: DetectConfig) -> float:
+    """How far (log) above its trend a point may be and still be back on it: the tolerance,
+    or 3 noise scales when the noise is wider."""
+    return float(max(np.log1p(cfg.tolerance), 3 * sigma))
+
+
 def _single_point_peaks(inc: Incident, data: RunData, cfg: DetectConfig) -> float | None:
     """Share of peaks that are one logged point between two points near the trend: the
     signature of a batch whose own loss was high, each peak healed at the next point."""
     st, v = data.loss.steps, data.loss.values
-    thr = max(np.log1p(cfg.tolerance), 3 * inc.sigma)
+    thr = near_trend(inc.sigma, cfg)
     finite = [s for s, val in inc.peaks if val is not None and np.isfinite(val)]
     if not finite:
         return None
