@@ -24,7 +24,7 @@ from forensics.detect.features import (
 )
 from forensics.detect.model import Detection, Evidence, Incident, NearMiss
 from forensics.detect.quiet import GradientRise, lone_jump, quiet_jumps
-from forensics.detect.recovery import Checkpoint, advise
+from forensics.detect.recovery import Checkpoint, advise, run_cost
 from forensics.detect.refine import Refined, refine, sub_peaks
 from forensics.detect.rules import Rule
 from forensics.detect.screen import (
@@ -495,6 +495,7 @@ def detect_data(
     nm.sort(key=lambda m: m.step)
     det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
     det.coverage = _coverage(data, sc, finite, cfg)
+    det.cost = run_cost(incidents, data.last_step, gpu_hour_cost)
     if det.coverage.unscreened_points or det.coverage.screened_from_step is None:
         det.notes.append(f"{data.run_id}: {det.coverage.note}")
     return det

@@ -170,3 +170,4 @@ class Detection:
     last_step: int
     notes: list[str] = field(default_factory=list)
     coverage: Any = None  # coverage.Coverage: what the screen did not look at
+    cost: Any = None  # recovery.RunCost: the compute lost, each step counted once

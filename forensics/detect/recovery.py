@@ -32,7 +32,8 @@ ends at the recovery step (type 1) or stays open (types 2 and 3).
 Steps lost: the steps spent off the pre-spike trend, the sum of the stretches (a single
 stretch: recovery step - onset step); an open stretch runs to the last logged step. A
 restart from a known checkpoint throws everything after it away: then last logged step -
-restart checkpoint.
+restart checkpoint. The run's total (`run_cost`) is the union of its incidents' spans: a
+spike inside a lingering incident's open stretch is one incident's loss, not two.
 Tokens = steps x tokens per step; GPU-hours = steps x seconds per step x world_size / 3600;
 $ = GPU-hours x --gpu-hour-cost.
 
@@ -221,16 +222,65 @@ def _rise_start(
     return start
 
 
-def steps_lost(inc: Incident, last_step: int) -> int:
-    """See the module doc: the steps off the trend, or everything after a restart checkpoint."""
+def lost_spans(inc: Incident, last_step: int) -> list[tuple[int, int]]:
+    """The [first, end) step ranges an incident's steps lost counts (module doc): its
+    stretches off the trend, or everything after a restart checkpoint. The run's total is
+    their union (`run_cost`), so a spike inside a lingering incident is not counted twice."""
     if (
         inc.recovery_step is None
         and inc.restart_checkpoint_step is not None
         and inc.recovery in RESTARTS
     ):
-        return max(0, last_step - inc.restart_checkpoint_step)
-    stretches = inc.off_trend or [(inc.onset_step, inc.recovery_step)]
-    return sum(max(0, (last_step if b is None else b) - a) for a, b in stretches)
+        spans = [(inc.restart_checkpoint_step, last_step)]
+    else:
+        stretches = inc.off_trend or [(inc.onset_step, inc.recovery_step)]
+        spans = [(a, last_step if b is None else b) for a, b in stretches]
+    return [(a, b) for a, b in spans if b > a]
+
+
+def steps_lost(inc: Incident, last_step: int) -> int:
+    """See the module doc: the steps off the trend, or everything after a restart checkpoint."""
+    return sum(b - a for a, b in lost_spans(inc, last_step))
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """The run's compute lost to its incidents, each step counted once (`run_cost` table).
+
+    `overlap_steps`: how many of the incidents' own steps lost fall inside another
+    incident's (their sum minus the union), shown so the two totals can be reconciled."""
+
+    incidents: int
+    steps_lost: int
+    overlap_steps: int
+    tokens_lost: float | None
+    gpu_hours_lost: float | None
+    cost_usd: float | None
+
+
+def run_cost(incidents: list[Incident], last_step: int, gpu_hour_cost: float | None) -> RunCost:
+    """Union of the incidents' lost spans, priced with the run's per-step factors (every
+    incident of a run carries the same ones, set by `_cost`)."""
+    spans = sorted(s for inc in incidents for s in lost_spans(inc, last_step))
+    union, reach = 0, None
+    for a, b in spans:
+        start = a if reach is None else max(a, reach)
+        union += max(0, b - start)
+        reach = b if reach is None else max(reach, b)
+    own = sum(inc.steps_lost or 0 for inc in incidents)
+    first = incidents[0] if incidents else None
+    tok = first.tokens_per_step if first else None
+    secs = first.seconds_per_step if first else None
+    world = first.world_size if first else None
+    gpu_h = union * secs * world / 3600.0 if secs is not None and world else None
+    return RunCost(
+        incidents=len(incidents),
+        steps_lost=union,
+        overlap_steps=own - union,
+        tokens_lost=union * tok if tok else None,
+        gpu_hours_lost=gpu_h,
+        cost_usd=gpu_h * gpu_hour_cost if gpu_h is not None and gpu_hour_cost is not None else None,
+    )
 
 
 def _cost(inc: Incident, data: RunData, gpu_hour_cost: float | None) -> None:

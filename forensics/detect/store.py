@@ -7,6 +7,7 @@ file and the database always agree.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from datetime import UTC, datetime
@@ -28,7 +29,7 @@ class NotDetectedError(ForensicsError):
 
 # Replays belong to the incidents they tested: a new detection replaces the incidents, so
 # their replays go too (a verdict must never be shown beside an incident it did not test).
-DETECT_TABLES = ("incidents", "findings", "near_misses", "replays", "contributions")
+DETECT_TABLES = ("incidents", "findings", "near_misses", "run_cost", "replays", "contributions")
 DETECTED_KEY = "detected_at:"  # meta key per run: detection ran (even if it found nothing)
 
 
@@ -160,6 +161,16 @@ def _finding_rows(run_id: str, inc: Incident) -> list[dict[str, Any]]:
     ]
 
 
+# Every column typed: a run whose per-step factors are unknown stores NULLs, not a Null column.
+_COST_SCHEMA = {
+    "incidents": pl.Int32,
+    "steps_lost": pl.Int64,
+    "overlap_steps": pl.Int64,
+    "tokens_lost": pl.Float64,
+    "gpu_hours_lost": pl.Float64,
+    "cost_usd": pl.Float64,
+}
+
 _INCIDENT_SCHEMA = {
     "incident_id": pl.Int32,
     "onset_step": pl.Int64,
@@ -219,6 +230,9 @@ def write(store: Store, det: Detection) -> None:
             store.insert_frame("findings", pl.DataFrame(findings))
         if near:
             store.insert_frame("near_misses", pl.DataFrame(near))
+        if det.cost is not None:
+            cost = {"run_id": det.run_id} | dataclasses.asdict(det.cost)
+            store.insert_frame("run_cost", pl.DataFrame([cost], schema_overrides=_COST_SCHEMA))
         store.con.execute(
             "INSERT OR REPLACE INTO meta VALUES (?, ?)",
             [DETECTED_KEY + det.run_id, now.isoformat()],
@@ -298,7 +312,14 @@ def incidents_json(store: Store, run_id: str) -> dict[str, Any]:
         "WHERE run_id = ? ORDER BY step",
         [run_id],
     )
-    return {"run": run_id, "incidents": out, "near_misses": clean(near.to_dicts())}
+    cost = store.query("SELECT * EXCLUDE (run_id) FROM run_cost WHERE run_id = ?", [run_id])
+    totals = clean(cost.to_dicts()[0]) if cost.height else None
+    return {
+        "run": run_id,
+        "incidents": out,
+        "totals": totals,
+        "near_misses": clean(near.to_dicts()),
+    }
 
 
 def write_json(store: Store, run_id: str, path: Path) -> Path:

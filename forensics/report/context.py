@@ -154,7 +154,9 @@ def build_report(
         coverage=covered,
         missing=missing(covered, config, kb),
         span=span(frame, metric),
-        totals=cost.totals([v.cost for v in views]),
+        totals=cost.totals(
+            model.load_run_cost(store, run_id), incs, opts.world_size, opts.gpu_hour_cost
+        ),
         figures=plan(frame, metric, views, run_id),
         types=_type_counts(views),
         min_severity=opts.min_severity,

@@ -112,17 +112,34 @@ def _dollars(cost: Cost, inc: Incident, gpu_hour_cost: float | None) -> None:
         cost.unknown.append("dollars: price per GPU-hour unknown (pass `--gpu-hour-cost X`)")
 
 
-def totals(costs: list[Cost]) -> dict[str, Any]:
-    """Sums over incidents; a total is given only when every incident's part is known."""
-
-    def add(attr: str) -> float | None:
-        vals = [getattr(c, attr) for c in costs]
-        return sum(vals) if vals and all(v is not None for v in vals) else None
-
+def totals(
+    stored: dict[str, Any] | None,
+    incidents: list[Incident],
+    world_size: int | None,
+    gpu_hour_cost: float | None,
+) -> dict[str, Any]:
+    """The run's totals as detect stored them (`run_cost`: the union of the incidents' lost
+    steps, docs/definitions.md). The report options only fill a factor detection did not
+    know, as in `incident_cost`. A run detected before `run_cost` existed has no totals."""
+    if stored is None:
+        none: dict[str, Any] = {"steps": None, "tokens": None, "gpu_hours": None, "usd": None}
+        return none | {"tokens_text": None, "overlap": 0, "own": None, "stale": True}
+    steps, gpu_h, usd_ = stored["steps_lost"], stored["gpu_hours_lost"], stored["cost_usd"]
+    first = incidents[0] if incidents else None
+    world = world_size or (first.world_size if first else None)
+    secs = first.seconds_per_step if first else None
+    if steps is not None and secs and world and (world_size or gpu_h is None):
+        gpu_h = steps * secs * world / 3600
+    if gpu_h is not None and gpu_hour_cost is not None:
+        usd_ = gpu_h * gpu_hour_cost
+    overlap = int(stored["overlap_steps"] or 0)
     return {
-        "steps": add("steps"),
-        "tokens": add("tokens"),
-        "tokens_text": count(add("tokens")),
-        "gpu_hours": add("gpu_hours"),
-        "usd": add("usd"),
+        "steps": steps,
+        "tokens": stored["tokens_lost"],
+        "tokens_text": count(stored["tokens_lost"]),
+        "gpu_hours": gpu_h,
+        "usd": usd_,
+        "overlap": overlap,
+        "own": None if steps is None else steps + overlap,
+        "stale": False,
     }

@@ -275,6 +275,15 @@ def load_screen_coverage(store: Store, run_id: str) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
+def load_run_cost(store: Store, run_id: str) -> dict[str, Any] | None:
+    """detect's `run_cost` row (the compute lost, each step counted once); None for a run
+    detected before the table existed."""
+    if not has_table(store, "run_cost"):
+        return None
+    rows = _rows(store, "SELECT * FROM run_cost WHERE run_id = ?", run_id)
+    return rows[0] if rows else None
+
+
 NEW_COLUMNS = tuple(INCIDENT_COLUMNS_V3)  # detect columns added after the first schema
 
 

@@ -143,6 +143,12 @@ DETECT_DDL = [
         screened_from_step BIGINT, unscreened_points BIGINT, unscreened_to_step BIGINT,
         short_log BOOLEAN, note VARCHAR
     )""",
+    # The compute the run lost to its incidents, each step counted once (detect/recovery.py
+    # run_cost), one row per run.
+    """CREATE TABLE IF NOT EXISTS run_cost (
+        run_id VARCHAR, incidents INTEGER, steps_lost BIGINT, overlap_steps BIGINT,
+        tokens_lost DOUBLE, gpu_hours_lost DOUBLE, cost_usd DOUBLE
+    )""",
     """CREATE TABLE IF NOT EXISTS incidents (
         run_id VARCHAR NOT NULL,
         incident_id INTEGER NOT NULL,

@@ -35,6 +35,7 @@ from typing import Any
 
 import explained
 
+from forensics.detect.recovery import RESTARTS
 from forensics.store.db import Store
 
 NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|NaN|[+-]?Inf))"
@@ -83,6 +84,7 @@ def check_report(folder: Path, store: Store, run_id: str) -> list[str]:
         problems += [f"{doc.name}: {p}" for p in _paths(text, doc, folder)]
         problems += [f"{doc.name}: {why}" for rx, why in BAD_WORDING if rx.search(text)]
     problems += _summary(folder / "README.md", incidents)
+    problems += _totals(folder / "README.md", incidents, store, run_id)
     for n, row in sorted(incidents.items()):
         problems += [f"incident {n}: {p}" for p in off_trend_problems(row, store, run_id)]
     problems += _screened(folder / "README.md", store, run_id)
@@ -220,6 +222,42 @@ def _excerpt(body: str, store: Store, run_id: str) -> list[str]:
                 continue
             if not close(number(cell), _logged(store, run_id, col, step)):
                 out.append(f"excerpt {col} at step {step} = {cell}, not the logged value")
+    return out
+
+
+def _totals(
+    readme: Path, incidents: dict[int, dict[str, Any]], store: Store, run_id: str
+) -> list[str]:
+    """The run's steps lost counts each step once: the union of the incidents' charged
+    spans (stretches, an open one to the last logged step; everything after a restart
+    checkpoint), recomputed here from the incident rows, is the stored `run_cost` total and
+    the one the README's header and Totals table print."""
+    cost = explained.rows(store, "run_cost", run_id)
+    if not incidents or not cost or cost[0]["steps_lost"] is None:
+        return []
+    last = store.con.execute(
+        "SELECT max(step) FROM metrics WHERE run_id = ? AND metric = ?",
+        [run_id, next(iter(incidents.values()))["metric"]],
+    ).fetchone()[0]
+    covered: set[int] = set()
+    for row in incidents.values():
+        restart = row.get("restart_checkpoint_step")
+        if row.get("recovery_step") is None and restart is not None and row["recovery"] in RESTARTS:
+            spans = [(int(restart), last)]
+        else:
+            spans = [(a, last if b is None else b) for a, b in stretches(row)]
+        covered.update(s for a, b in spans for s in range(a, b))
+    out = []
+    stored = cost[0]["steps_lost"]
+    if stored != len(covered):
+        out.append(f"run_cost steps lost {stored} != the union of the incidents' {len(covered)}")
+    text = readme.read_text()
+    header = re.search(r"^Compute lost: ([\d,]+) steps?,", text, re.M)
+    table = re.search(r"^\| steps lost \| ([\d,]+) \|", text, re.M)
+    for name, m in (("header", header), ("Totals", table)):
+        if m is None or number(m.group(1)) != stored:
+            got = m.group(1) if m else "nothing"
+            out.append(f"README.md: {name} steps lost {got} != stored {stored}")
     return out
 
 

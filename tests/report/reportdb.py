@@ -569,6 +569,19 @@ def _cost_factors(store: Store) -> None:
         )
 
 
+def _run_cost(store: Store) -> None:
+    """detect's `run_cost` row: no incident of these runs overlaps another, so the union is
+    the sum; unknown when one incident's steps lost is (an extent the fixture leaves open)."""
+    store.con.execute(
+        "INSERT INTO run_cost SELECT run_id, count(*), "
+        "CASE WHEN count(steps_lost) = count(*) THEN sum(steps_lost) END, 0, "
+        "CASE WHEN count(tokens_lost) = count(*) THEN sum(tokens_lost) END, "
+        "CASE WHEN count(gpu_hours_lost) = count(*) THEN sum(gpu_hours_lost) END, "
+        "CASE WHEN count(cost_usd) = count(*) THEN sum(cost_usd) END "
+        "FROM incidents GROUP BY run_id"
+    )
+
+
 def _hypotheses(store: Store) -> None:
     """detect's `hypotheses` rows, one per cause of each incident's findings, as
     detect/evidence.py words them: supported (a rule fired), not_evaluable (every input
@@ -657,6 +670,7 @@ def finish(store: Store) -> None:
     log-next, recurrence and coverage rows and its "detected" mark, replay's verdicts
     applied to findings and incidents."""
     _cost_factors(store)
+    _run_cost(store)
     _hypotheses(store)
     _explained(store)
     for run in store.run_names():  # detect records it even for a run with no incident

@@ -16,6 +16,7 @@ import pytest
 from consistency import check_report
 
 from forensics.analyze import AnalyzeOptions, analyze
+from forensics.detect.store import incidents_json
 from forensics.errors import UnknownFormatError
 from forensics.report import write_report
 from forensics.store import open_store
@@ -57,6 +58,30 @@ def test_sample_run_report_is_consistent(lr_report: tuple[Path, Path, str]) -> N
     assert list((out / "postmortems").glob("spike-*.md")), "the sample run has incidents"
     with open_store(db, read_only=True) as store:
         assert check_report(out, store, run_id) == []
+
+
+def test_overlapping_incidents_count_each_step_once(lr_report: tuple[Path, Path, str]) -> None:
+    """The lr_too_high sample spikes twice more while its lingering incident's open stretch
+    runs to the end of the log: the run's total counts those steps once (check_report above
+    recomputes the union), says how many overlapped, and incidents.json carries the same."""
+    out, db, run_id = lr_report
+    with open_store(db, read_only=True) as store:
+        (cost,) = store.query("SELECT * FROM run_cost WHERE run_id = ?", [run_id]).to_dicts()
+        own_total, onset = store.con.execute(
+            "SELECT sum(steps_lost), min(onset_step) FROM incidents WHERE run_id = ?", [run_id]
+        ).fetchall()[0]
+        (last,) = store.con.execute(
+            "SELECT max(step) FROM metrics WHERE run_id = ? AND metric = 'loss'", [run_id]
+        ).fetchall()[0]
+        doc = incidents_json(store, run_id)
+    assert cost["incidents"] == 3 and cost["overlap_steps"] > 0
+    assert cost["steps_lost"] + cost["overlap_steps"] == own_total
+    # the sum charges more steps than lie between the first onset and the end of the log
+    assert cost["steps_lost"] <= last - onset < own_total
+    assert doc["totals"]["steps_lost"] == cost["steps_lost"]
+    assert doc["totals"]["tokens_lost"] == pytest.approx(cost["tokens_lost"])
+    readme = " ".join((out / "README.md").read_text().split())
+    assert f"add up to {own_total}, and {cost['overlap_steps']} steps of them lie inside" in readme
 
 
 @pytest.mark.parametrize("rel", REAL, ids=lambda r: r.split("/")[0])
