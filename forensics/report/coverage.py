@@ -11,13 +11,18 @@ from forensics.report.knowledge import Knowledge
 
 
 def coverage(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per-layer metrics (`act_norm/3`...) folded into one row per family."""
+    """Per-layer metrics (`act_norm/3`...) folded into one row per family.
+
+    Only a numeric suffix is a layer (canon.py names per-layer metrics `<name>/<int>`): a
+    logger's own slashed names (OLMo's `throughput/device/tokens_per_second`,
+    `system/peak_gpu_memory_(mb)`) are metrics of their own, not layers of a family."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         family, _, layer = r["metric"].partition("/")
-        name = f"{family}/<layer>" if layer else family
+        layered = layer.isdigit()
+        name = f"{family}/<layer>" if layered else r["metric"]
         row = out.setdefault(name, {**r, "metric": name, "layers": 0})
-        row["layers"] += 1 if layer else 0
+        row["layers"] += 1 if layered else 0
         row["n"], row["first"] = max(row["n"], r["n"]), min(row["first"], r["first"])
         row["last"] = max(row["last"], r["last"])
     return sorted(out.values(), key=lambda r: (r["metric"] != "loss", r["metric"]))

@@ -85,6 +85,7 @@ def check_report(folder: Path, store: Store, run_id: str) -> list[str]:
         problems += [f"{doc.name}: {why}" for rx, why in BAD_WORDING if rx.search(text)]
     problems += _summary(folder / "README.md", incidents)
     problems += _totals(folder / "README.md", incidents, store, run_id)
+    problems += _coverage(folder / "README.md", store, run_id)
     for n, row in sorted(incidents.items()):
         problems += [f"incident {n}: {p}" for p in off_trend_problems(row, store, run_id)]
     problems += _screened(folder / "README.md", store, run_id)
@@ -222,6 +223,39 @@ def _excerpt(body: str, store: Store, run_id: str) -> list[str]:
                 continue
             if not close(number(cell), _logged(store, run_id, col, step)):
                 out.append(f"excerpt {col} at step {step} = {cell}, not the logged value")
+    return out
+
+
+COVERAGE_ROW = re.compile(
+    r"^\| `([^`]+)`(?: \((\d+) layers?\))? \| ([\d,]+) \| (-?\d+)–(-?\d+) \|", re.M
+)
+
+
+def _coverage(readme: Path, store: Store, run_id: str) -> list[str]:
+    """Each row of the metrics-coverage table is a stored metric with its count and span; a
+    `<name>/<layer>` row folds exactly the stored `<name>/<int>` metrics (a logger's own
+    slashed name is no layer)."""
+    stored = {
+        m: (n, a, b)
+        for m, n, a, b in store.con.execute(
+            "SELECT metric, count(*), min(step), max(step) FROM metrics WHERE run_id = ? "
+            "GROUP BY metric",
+            [run_id],
+        ).fetchall()
+    }
+    out = []
+    for name, layers, n, first, last in COVERAGE_ROW.findall(readme.read_text()):
+        if name.endswith("/<layer>"):
+            family = name.removesuffix("/<layer>")
+            members = [m for m in stored if m.startswith(family + "/")]
+            bad = [m for m in members if not m.split("/", 1)[1].isdigit()]
+            if bad or not members or int(layers or 0) != len(members):
+                out.append(f"README.md: coverage row {name} ({layers} layers) folds {members}")
+            continue
+        if name not in stored:
+            out.append(f"README.md: coverage row {name} is not a stored metric")
+        elif (number(n), int(first), int(last)) != stored[name]:
+            out.append(f"README.md: coverage row {name} {n} {first}-{last} != {stored[name]}")
     return out
 
 
