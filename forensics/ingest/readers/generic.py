@@ -83,6 +83,7 @@ _PREFIX = (
     r"|>\s"  # a Markdown quote of a pasted log
     r"|\[\d+,\d+\]<\w+>:"  # mpirun --tag-output
     r"|rank\s*\d+\s*:"
+    r"|\((?:\w+\s+)?pid=\d+(?:,\s*ip=[\d.]+)?\)"  # Ray's `(TaskRunner pid=87031)` (verl)
     r"))+\s*"
 )
 # Keys that name the step counter, best first (litgpt prints `iter N step M`: M is the step;
@@ -143,7 +144,11 @@ _GLUED = re.compile(r"([A-Za-z%]{1,4})(?:[\s|,;)]|$)")
 _UNIT_GLUED = re.compile(r"^[^\s|,;:=()\[\]]+(?=[\s|,;])")
 _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 # The opening of a value printed in brackets or quotes after its key: `lr=[`, `loss: [`, `': '`.
-_OPEN_VALUE = re.compile(r"(?:(?<=[=:])\s*\[|(?<=['\"]:\s)'|(?<=['\"]:)'|(?<==)['\"])\s*\Z")
+# Also a counter in brackets after its key and a blank (mmcv `Iter [10100/316440]`, mmengine
+# `Iter(train) [ 510/2046]`).
+_OPEN_VALUE = re.compile(
+    r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=['\"]:\s)'|(?<=['\"]:)'|(?<==)['\"])\s*\Z"
+)
 # A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
 _TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
 # `(norm=2.19)`: a key and its value inside parentheses, after other words
@@ -274,7 +279,10 @@ def infer(text: str, count: int) -> Template:
             skip.update({i, i + 1})  # `nan/inf/spiky`, a date `2024/05/01`: words, not values
         elif i and before == ":" and i + 1 < len(lits) - 1 and lits[i + 1] == ":":
             skip.update({i - 1, i, i + 1})  # a clock `2:46:39` (an ETA), not three values
-    lowered = [b.lower().lstrip("[") for b in befores]
+        elif re.match(r" days?, \Z", lits[i + 1]):
+            skip.add(i)  # mmcv `eta: 7 days, 4:23:57`: the days of a clock
+    # mmengine names the loop a counter belongs to: `Iter(train) [ 510/2046]` is an `iter`
+    lowered = [b.lower().lstrip("[").removesuffix("(train)") for b in befores]
     bar = _progress_bar(lits, skip)
     _step_key(tpl, lowered, lits, skip)
     if tpl.step_slot is None and bar is not None:
@@ -1064,12 +1072,32 @@ def read_generic(path: Path, text: str) -> ReadResult:
     if events:
         used |= set(overflow_lines)
     redraws = text.count("\r") - text.count("\r\n") if "\r" in text else 0
-    notes = describe(found, ignored, lines, used, redraws) + notes
+    notes = describe(found, ignored, lines, used, redraws) + notes + _no_training_loss(rows)
     return ReadResult(
         metrics=rows.select("step", "raw_name", "value", "wall_time"),
         warnings=notes,
         events=pl.concat(events) if events else None,
     )
+
+
+def _no_training_loss(rows: pl.DataFrame) -> list[str]:
+    """A log whose losses all have other names (RLHF: DeepSpeed-Chat's `act_loss` and
+    `cri_loss`, verl's `actor/pg_loss` and `critic/vf_loss`) trains two models, each on its
+    own objective; the PPO actor's is a clipped surrogate near 0, not a loss whose level
+    tells a divergence. None of them becomes `loss`: the note says the detector's loss
+    screen has nothing to read."""
+    table = alias_table()
+    names = rows["raw_name"].unique(maintain_order=True).to_list()
+    if any(table.canonical(n) in _LOSSES for n in names):
+        return []
+    lossy = [n for n in names if "loss" in n.lower()]
+    if not lossy:
+        return []
+    return [
+        f"generic reader: no training loss: {', '.join(lossy[:6])} keep their names (the "
+        "losses of several models or terms, e.g. an RLHF actor and critic); the loss screen "
+        "has no `loss` to read"
+    ]
 
 
 def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
