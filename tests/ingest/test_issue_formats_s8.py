@@ -124,3 +124,22 @@ def test_rlhf_actor_and_critic_losses_are_not_the_training_loss(tmp_path: Path) 
     _, m, w = _stored(tmp_path, DSCHAT_444)  # DeepSpeed-Chat step 3 (PPO)
     assert "loss" not in m and math.isinf(m["act_loss"][3184]) and math.isinf(m["cri_loss"][3184])
     assert any("no training loss: act_loss, cri_loss, unsuper_loss" in x for x in w)
+
+
+# ----- lines cut at the terminal's width ---------------------------------------------------------
+MMDET_2739 = """\
+ loss_mask: 0.5553, loss: 1.8553
+2020-05-15 14:41:49,633 - mmdet - INFO - Epoch [1][250/2500]    lr: 0.00125, eta: 1 day, 15:06:01, time: 1.870, data_time: 1.108, memory: 6226, loss_rpn_cls: 0.2658, loss_rpn_bbox: 0.2572, loss_cls: 0.3341, acc: 86.3379, loss_bbox: 0.3521$
+ loss_mask: 0.5561, loss: 1.7653
+2020-05-15 14:43:24,071 - mmdet - INFO - Epoch [1][300/2500]    lr: 0.00150, eta: 1 day, 15:05:35, time: 1.889, data_time: 1.121, memory: 6226, loss_rpn_cls: 0.2355, loss_rpn_bbox: 0.2700, loss_cls: 0.3596, acc: 84.7324, loss_bbox: 0.4131$
+ loss_mask: 0.5532, loss: 1.8316
+"""  # noqa: E501  https://github.com/open-mmlab/mmdetection/issues/2739 (the paste's trailing blanks dropped)
+
+
+def test_a_wrapped_tail_before_the_first_record_belongs_to_none(tmp_path: Path) -> None:
+    # before: the first line, the tail of a record cut off the paste, was stored at step 249
+    # (the step before the first record, as for llm.c's unindented `val loss` line); and
+    # `eta: 1 day, 15:06:01` gave a metric `eta` = 1
+    _, m, _ = _stored(tmp_path, MMDET_2739)
+    assert m["loss"] == {250: 1.7653, 300: 1.8316} and m["loss_mask"][300] == 0.5532
+    assert m["loss_bbox"] == {250: 0.3521, 300: 0.4131} and "eta" not in m

@@ -990,7 +990,8 @@ def _epoch_headers(
 def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
     """Continuation lines take the step of the nearest record line before them, when
     nothing but other continuation lines sits between them; an unindented loss line
-    (llm.c's `val loss`) before the first record takes the step before the first one."""
+    (llm.c's `val loss`) before the first record takes the step before the first one, an
+    indented one there belongs to no record of the file and is dropped."""
     cont = hit.filter(pl.col("cont"))
     recs = hit.filter(~pl.col("cont"))
     if cont.height == 0:
@@ -1022,7 +1023,9 @@ def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFram
         .then(pl.col("rec_step"))
         .otherwise(None)
     )
-    before_first = pl.col("rec_line").is_null() & pl.col("tpl").str.contains("(?i)loss")
+    # (an indented one there is the wrapped tail of a record the file does not hold: mmdet
+    # lines cut at the terminal's width, ` loss_mask: 0.5553, loss: 1.8553`)
+    before_first = pl.col("rec_line").is_null() & pl.col("tpl").str.contains("(?i)loss") & ~indented
     joined = joined.with_columns(step.cast(pl.Int64).alias("step")).filter(
         pl.col("step").is_not_null() & (pl.col("rec_line").is_not_null() | before_first)
     )
