@@ -359,7 +359,7 @@ def test_the_words_nan_inf_in_a_warning_are_not_a_nan_metric(tmp_path: Path) -> 
     # before: `detected nan/inf/spiky` was a metric `detected` = NaN at 1557..1560
     _, m, _ = _stored(tmp_path, MINFM_4)
     assert not [k for k, v in m.items() if _nan_at(v)]
-    assert m["loss"] == {1560: 0.5275} and m["grad_norm"] == {1560: 2.29}
+    assert m["loss"] == {1560: 0.5275} and m["grad_norm"][1560] == 2.29  # 1557..1559: s8
     assert m["tokens_per_s"] == {1560: 16880.0}
 
 

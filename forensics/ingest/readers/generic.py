@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
+from forensics.ingest.readers._generic_groups import dict_entries, group_totals
 from forensics.ingest.readers._text import (
     head_lines,
     line_frame,
@@ -82,6 +83,7 @@ _PREFIX = (
     r"|>\s"  # a Markdown quote of a pasted log
     r"|\[\d+,\d+\]<\w+>:"  # mpirun --tag-output
     r"|rank\s*\d+\s*:"
+    r"|\((?:\w+\s+)?pid=\d+(?:,\s*ip=[\d.]+)?\)"  # Ray's `(TaskRunner pid=87031)` (verl)
     r"))+\s*"
 )
 # Keys that name the step counter, best first (litgpt prints `iter N step M`: M is the step;
@@ -115,7 +117,12 @@ _NOT_COUNTER = {
 # validation bars count something else.
 _TRAIN_BAR_WORDS = {"epoch", "train", "training", "step", "steps", "iteration", "iterations"}
 # A loss scaler's overflow report, and the scale it sets (`... reducing to 4194304.0`).
-_OVERFLOW = r"(?i)\boverflow\b.*(?:skip|loss.?scal)"
+# ColossalAI's `found inf during ShardedOptimV2 step` (rich wraps it after `found`): the
+# scaler found an Inf and skipped the step, as an overflow line says.
+_OVERFLOW = r"(?i)\boverflow\b.*(?:skip|loss.?scal)|^\s*(?:.*\bfound\s+)?inf during \S+ step\b"
+# A line at a step that says the step was skipped (minFM `Step 1557: detected nan/inf/spiky
+# gradient (norm=2.19); skipping optimizer step.`): not an overflow, it has its own step.
+_SKIPS = re.compile(r"(?i)\bskip(?:ping|ped|s)?\s+(?:\w+\s+){0,2}?(?:step|update|iteration)\b")
 # (`reducing to 4`, `setting loss scale to: 0.0625`, apex `reducing loss scale to 32768.0`;
 # DeepSpeed's `... but hysteresis is 2. Reducing hysteresis to 1` leaves the scale as it is)
 _NEW_SCALE = r"(?i).*\b(?:reducing|scale)\s+to:?\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
@@ -125,6 +132,8 @@ _BAR = re.compile(r"%\|[^|\x00]*\|")  # tqdm's bar glyphs, which vary from line 
 _EPOCH_HEADER = re.compile(r"^\s*(?i:epoch)\s*\x00(?:\s*/\s*\x00)?\s*:?\s*$")
 _COUNT_AFTER = {"updates", "steps", "iterations", "iters"}
 _STEP_WORDS = {"iter", "iters", "iteration", "iterations", "step", "steps"}
+# Counts of skipped steps since the start of the run (DeepSpeed, InternEvo)
+_SKIP_COUNTS = {"skipped", "inf_nan_skip_batches"}
 _SUMMARY_WORDS = {"averaged", "average", "summary", "epoch"}
 _NEXT_BRACKET = re.compile(r"\]\s*\[\s*\Z")  # `][`, `]  [ `: the next bracketed counter
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
@@ -135,9 +144,15 @@ _GLUED = re.compile(r"([A-Za-z%]{1,4})(?:[\s|,;)]|$)")
 _UNIT_GLUED = re.compile(r"^[^\s|,;:=()\[\]]+(?=[\s|,;])")
 _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 # The opening of a value printed in brackets or quotes after its key: `lr=[`, `loss: [`, `': '`.
-_OPEN_VALUE = re.compile(r"(?:(?<=[=:])\s*\[|(?<=['\"]:\s)'|(?<=['\"]:)'|(?<==)['\"])\s*\Z")
+# Also a counter in brackets after its key and a blank (mmcv `Iter [10100/316440]`, mmengine
+# `Iter(train) [ 510/2046]`).
+_OPEN_VALUE = re.compile(
+    r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=['\"]:\s)'|(?<=['\"]:)'|(?<==)['\"])\s*\Z"
+)
 # A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
 _TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
+# `(norm=2.19)`: a key and its value inside parentheses, after other words
+_PAREN_KEY = re.compile(r"\(([A-Za-z][\w.]*)\s*[=:]\s*\Z")
 # `file.cu:675` in an error or warning message is a source line, not a metric.
 _SOURCE_FILE = re.compile(r"\.(?:py|pyx|cu|cuh|c|cc|cpp|cxx|h|hpp|rs|go|java|js|ts|sh)\Z")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
@@ -166,6 +181,7 @@ class Template:
     per_epoch: bool = False  # a bare `n/N` counter, which may restart after `Epoch E` lines
     in_epoch: bool = False  # fairseq's `epoch 001:  450 / 1891`: batches within the epoch
     global_count: bool = False  # the step is a global update count (`num_updates=445`)
+    groups: dict[int, str] = field(default_factory=dict)  # slot -> key of its dict (`grad_norm`)
 
     @property
     def is_record(self) -> bool:
@@ -201,6 +217,9 @@ def _key_before(lit: str) -> str:
     """The name a slot's preceding text gives it: the last field's text, separators off.
     A value printed in brackets or quotes (`lr=[1e-06]`, `loss: [nan]`, `'loss': '1.02'`)
     keeps its key; a key in brackets (`[Loss] 51566519.44 | [step] 89`) is that key."""
+    inner = _PAREN_KEY.search(lit)
+    if inner:  # minFM `detected spiky gradient (norm=2.19)`: the key inside the parentheses
+        return inner.group(1)
     body = _key_body(lit)
     if not body:
         return ""
@@ -252,15 +271,18 @@ def infer(text: str, count: int) -> Template:
             skip.add(i)
         elif before.rstrip().endswith(("(", "(+", "(-")):
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
-        elif (i and not before) or before[-1:].isalpha():
-            # glued to the previous number (`1.5.2`, a date) or to a word (`-100.000x1e-2`):
-            # part of a token, not a value
+        elif (i and not before) or before[-1:].isalpha() or lits[i + 1][:1] == "_":
+            # glued to the previous number (`1.5.2`, a date), to a word (`-100.000x1e-2`) or
+            # to a name after it (InternEvo's group `'0_default'`): part of a token, not a value
             skip.add(i)
         elif i + 2 < len(lits) and lits[i + 1] == "/" and lits[i + 2][:1] == "/":
             skip.update({i, i + 1})  # `nan/inf/spiky`, a date `2024/05/01`: words, not values
         elif i and before == ":" and i + 1 < len(lits) - 1 and lits[i + 1] == ":":
             skip.update({i - 1, i, i + 1})  # a clock `2:46:39` (an ETA), not three values
-    lowered = [b.lower().lstrip("[") for b in befores]
+        elif re.match(r" days?, \Z", lits[i + 1]):
+            skip.add(i)  # mmcv `eta: 7 days, 4:23:57`: the days of a clock
+    # mmengine names the loop a counter belongs to: `Iter(train) [ 510/2046]` is an `iter`
+    lowered = [b.lower().lstrip("[").removesuffix("(train)") for b in befores]
     bar = _progress_bar(lits, skip)
     _step_key(tpl, lowered, lits, skip)
     if tpl.step_slot is None and bar is not None:
@@ -274,8 +296,13 @@ def infer(text: str, count: int) -> Template:
     if tpl.step_slot is None:
         _epoch_iteration(tpl, lits, skip)
     split_word = _split_of(lits, befores)
+    entries = dict_entries(lits)
     for i in range(n):
         if i == tpl.step_slot or i in skip:
+            continue
+        if i in entries:  # `grad_norm={'0_default': 2.16, ...}`: `grad_norm/default`
+            tpl.groups[i] = entries[i][0]
+            tpl.names[i] = "/".join(entries[i])
             continue
         key = befores[i]
         if not _WORD.search(key):
@@ -747,7 +774,9 @@ def extract(
     rows = rows.sort(["line", "slot"])
     used = set(rows["tpl"].unique().to_list())
     found = {k: t for k, t in found.items() if k in used}
-    out = _skip_increments(rows.select(empty.columns), notes)
+    grouped = {t.names[i]: key for t in found.values() for i, key in t.groups.items()}
+    rows = _skipped_steps(rows.select(empty.columns), hit, found, notes)
+    out = _skip_increments(group_totals(rows, grouped, notes), notes)
     if overflows.height:
         records = hit.filter(~pl.col("cont")).select("line", "step")
         out = _overflow_rows(overflows, records, out, notes, events)
@@ -758,15 +787,49 @@ def extract(
     return out, found, ignored
 
 
+def _skipped_steps(
+    rows: pl.DataFrame, hit: pl.DataFrame, found: dict[str, Template], notes: list[str]
+) -> pl.DataFrame:
+    """A record that says its step was skipped (minFM's warning) adds `skipped_iters` = 1 at
+    its step; the values it quotes (the norm that made the trainer skip) are kept where no
+    other record gives that metric at that step (minFM's own record prints the window's
+    largest norm at the same step)."""
+    skips = [k for k, t in found.items() if t.is_record and _SKIPS.search(t.text)]
+    if not skips:
+        return rows
+    said = hit.filter(pl.col("tpl").is_in(skips) & ~pl.col("cont"))
+    table = alias_table()
+    canon = {n: table.canonical(n) for n in rows["raw_name"].unique().to_list()}
+    keyed = rows.with_columns(pl.col("raw_name").replace_strict(canon).alias("_c"))
+    mine = pl.col("line").is_in(said["line"].implode())
+    taken = keyed.filter(~mine).select("step", "_c").unique()
+    kept = keyed.filter(mine).join(taken, on=["step", "_c"], how="anti")
+    counts = said.select(
+        "line",
+        "step",
+        pl.lit("skipped_iters").alias("raw_name"),
+        pl.lit(1.0).alias("value"),
+        pl.col("wall_time").cast(pl.Float64),
+    )
+    notes.append(
+        f"generic reader: {said.height} lines say their step was skipped: skipped_iters = 1 "
+        "at each; the values they quote are kept where no other record gives them"
+    )
+    return pl.concat([keyed.filter(~mine).drop("_c"), kept.drop("_c"), counts]).sort(
+        "line", maintain_order=True
+    )
+
+
 def _skip_increments(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
-    """DeepSpeed's `[Rank 0] step=510, skipped=8, lr=[...]` counts the steps skipped since
-    the run began; `skipped_iters` counts those of the logging window (as Megatron prints
-    them). The count becomes the increase since the line before (a drop, a restarted count,
-    starts a new run of increases)."""
-    is_skipped = pl.col("raw_name").str.to_lowercase() == "skipped"
+    """DeepSpeed's `[Rank 0] step=510, skipped=8, lr=[...]` and InternEvo's
+    `inf_nan_skip_batches=3` count the steps skipped since the run began; `skipped_iters`
+    counts those of the logging window (as Megatron prints them). The count becomes the
+    increase since the line before (a drop, a restarted count, starts a new run of
+    increases)."""
+    is_skipped = pl.col("raw_name").str.to_lowercase().is_in(list(_SKIP_COUNTS))
     if not rows.filter(is_skipped).height:
         return rows
-    inc = pl.col("value") - pl.col("value").shift(1)
+    inc = pl.col("value") - pl.col("value").shift(1).over("raw_name")
     counted = (
         rows.filter(is_skipped)
         .sort("line")
@@ -775,7 +838,8 @@ def _skip_increments(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
         )
     )
     notes.append(
-        "generic reader: `skipped=` counts skipped steps since the start (DeepSpeed): stored as "
+        "generic reader: `skipped=` (DeepSpeed), `inf_nan_skip_batches=` (InternEvo) count "
+        "skipped steps since the start: stored as "
         "the increase from one logged step to the next (skipped_iters of the window)"
     )
     return pl.concat([rows.filter(~is_skipped), counted]).sort("line", maintain_order=True)
@@ -926,7 +990,8 @@ def _epoch_headers(
 def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
     """Continuation lines take the step of the nearest record line before them, when
     nothing but other continuation lines sits between them; an unindented loss line
-    (llm.c's `val loss`) before the first record takes the step before the first one."""
+    (llm.c's `val loss`) before the first record takes the step before the first one, an
+    indented one there belongs to no record of the file and is dropped."""
     cont = hit.filter(pl.col("cont"))
     recs = hit.filter(~pl.col("cont"))
     if cont.height == 0:
@@ -958,7 +1023,9 @@ def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFram
         .then(pl.col("rec_step"))
         .otherwise(None)
     )
-    before_first = pl.col("rec_line").is_null() & pl.col("tpl").str.contains("(?i)loss")
+    # (an indented one there is the wrapped tail of a record the file does not hold: mmdet
+    # lines cut at the terminal's width, ` loss_mask: 0.5553, loss: 1.8553`)
+    before_first = pl.col("rec_line").is_null() & pl.col("tpl").str.contains("(?i)loss") & ~indented
     joined = joined.with_columns(step.cast(pl.Int64).alias("step")).filter(
         pl.col("step").is_not_null() & (pl.col("rec_line").is_not_null() | before_first)
     )
@@ -1008,12 +1075,32 @@ def read_generic(path: Path, text: str) -> ReadResult:
     if events:
         used |= set(overflow_lines)
     redraws = text.count("\r") - text.count("\r\n") if "\r" in text else 0
-    notes = describe(found, ignored, lines, used, redraws) + notes
+    notes = describe(found, ignored, lines, used, redraws) + notes + _no_training_loss(rows)
     return ReadResult(
         metrics=rows.select("step", "raw_name", "value", "wall_time"),
         warnings=notes,
         events=pl.concat(events) if events else None,
     )
+
+
+def _no_training_loss(rows: pl.DataFrame) -> list[str]:
+    """A log whose losses all have other names (RLHF: DeepSpeed-Chat's `act_loss` and
+    `cri_loss`, verl's `actor/pg_loss` and `critic/vf_loss`) trains two models, each on its
+    own objective; the PPO actor's is a clipped surrogate near 0, not a loss whose level
+    tells a divergence. None of them becomes `loss`: the note says the detector's loss
+    screen has nothing to read."""
+    table = alias_table()
+    names = rows["raw_name"].unique(maintain_order=True).to_list()
+    if any(table.canonical(n) in _LOSSES for n in names):
+        return []
+    lossy = [n for n in names if "loss" in n.lower()]
+    if not lossy:
+        return []
+    return [
+        f"generic reader: no training loss: {', '.join(lossy[:6])} keep their names (the "
+        "losses of several models or terms, e.g. an RLHF actor and critic); the loss screen "
+        "has no `loss` to read"
+    ]
 
 
 def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
