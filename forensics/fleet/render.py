@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from forensics.fleet.summary import Fleet, cause_label
+from forensics.report.fmt import plural
 
 SHOWN_RECURRENCES = 15
 
@@ -23,8 +24,8 @@ def print_fleet(fleet: Fleet, console: Console) -> None:
     names = short_names([r.run_id for r in fleet.runs])
     n_inc = sum(len(r.incidents) for r in fleet.runs)
     console.print(
-        f"{len(fleet.runs)} run(s), {n_inc} incident(s), "
-        f"{len(fleet.recurrences)} spike(s) recurring across runs",
+        f"{plural(len(fleet.runs), 'run')}, {plural(n_inc, 'incident')}, "
+        f"{plural(len(fleet.recurrences), 'spike')} recurring across runs",
         highlight=False,
     )
     for r in fleet.recurrences[:SHOWN_RECURRENCES]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from forensics.detect.model import CAUSE_TITLES
+from forensics.report.fmt import plural
 from forensics.store import Store
 
 
@@ -52,7 +53,8 @@ class FleetRecurrence:
         else:
             text += f" (chance coincidence {self.by_chance:.2f}: weak evidence)"
         if self.absent:
-            text += f"; {len(self.absent)} run(s) covering the step do not spike there"
+            verb = "does" if len(self.absent) == 1 else "do"
+            text += f"; {plural(len(self.absent), 'run')} covering the step {verb} not spike there"
         return text
 
 

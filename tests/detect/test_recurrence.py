@@ -117,7 +117,7 @@ def test_analyzing_a_folder_of_runs_lists_the_recurrences_in_its_index(
     section = index[index.index("## Spikes that recur across runs") :]
     row = next(ln for ln in section.splitlines() if ln.startswith("| 946 |"))
     assert row.count("](") == 3 and "AdamW" not in row  # the three runs, not the clean one
-    assert "the data at this step" in row and "1 run(s) covering the step do not spike" in row
+    assert "the data at this step" in row and "1 run covering the step does not spike" in row
     assert "figures/recurrence-1.html" in section
     with open_store(result.db) as store:
         (n,) = store.con.execute("SELECT count(*) FROM recurrences WHERE step = 946").fetchone()  # type: ignore[misc]
