@@ -5,7 +5,8 @@ within the reproduce probe's tolerance, except in a chaotic run: `lr_too_high` t
 100x a sane LR, which amplifies last-bit differences between CPUs' float kernels until the
 replay departs from the log before the offending step (measured on this CI machine: step 126,
 loss 5.09605 logged vs 5.09648 replayed, six steps after the checkpoint). Replay must then
-say so, and only the LR counterfactual may conclude, and only statistically: the replay
+say so, and only the LR counterfactual may conclude (the rare-token probe may also refute a
+batch on its tokens alone, which no replayed state enters), and only statistically: the replay
 reproduced the log through the window's start and drifted off by rounding after it, so the
 run's own LR and the halved one are compared from the same logged state on the same batches
 (optimizer.decide_lr_drifted). What replay confirms on a run it does reproduce is pinned by

@@ -336,7 +336,7 @@ def arbitrate(results: list[ReplayResult]) -> list[ReplayResult]:
 def downgrade(results: list[ReplayResult]) -> list[ReplayResult]:
     """Probes on an unfaithful state are inconclusive unless the hardware probe explains it
     (or, for the LR counterfactual, the replay drifted off by rounding after the window's
-    start, which its verdict already accounts for)."""
+    start, which its verdict already accounts for; or the verdict read no model state)."""
     by = {r.probe: r for r in results}
     repro, hw = by.get("reproduce"), by.get("hardware")
     if repro is None or repro.verdict != REFUTED or (hw is not None and hw.verdict == CONFIRMED):
@@ -344,6 +344,8 @@ def downgrade(results: list[ReplayResult]) -> list[ReplayResult]:
     for r in results:
         if r.numbers.get("drift_step") is not None:
             continue  # judged on the drifted replay already (optimizer.decide_lr_drifted)
+        if r.numbers.get("state_free"):
+            continue  # read from the batch's tokens alone (rare_tokens.no_rare_excess)
         if r.probe in PROBES and r.verdict in (CONFIRMED, REFUTED):
             r.detail = (
                 f"replay does not reproduce the logged run ({repro.detail}); "

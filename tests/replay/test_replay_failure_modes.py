@@ -26,10 +26,17 @@ def _replay(db: Path, sql: list[str], **kw: object) -> dict[str, ReplayResult]:
     return {r.probe: r for r in rows}
 
 
-def _state_probes_say(rows: dict[str, ReplayResult], words: str) -> None:
+def _state_probes_say(rows: dict[str, ReplayResult], words: str, ordinary: bool = False) -> None:
+    """Every state probe says why it could not run; on an `ordinary` batch the rare-token
+    probe still refutes from the tokens alone (rare_tokens.tokens_only), saying so."""
     for probe in STATE_PROBES:
-        assert rows[probe].verdict == "inconclusive", probe
         assert words in rows[probe].detail, (probe, rows[probe].detail)
+        if probe == "rare_tokens" and ordinary:
+            r = rows[probe]
+            assert r.verdict == "refuted" and r.numbers["state_free"], r.detail
+            assert "read from the tokens alone" in r.detail, r.detail
+            continue
+        assert rows[probe].verdict == "inconclusive", probe
     # beta2 = 0.95 in the run's config: refuted without any state
     assert rows["stale_beta2"].verdict == "refuted"
     assert "not above the counterfactual" in rows["stale_beta2"].detail
@@ -40,7 +47,7 @@ def test_no_checkpoint_before_the_incident(db: Path) -> None:
         store.con.execute("DELETE FROM incidents WHERE run_id = 'tiny'")
         add_incident(store, 2, 12, "rare_tokens", 0.5, FINDINGS)
     rows = _replay(db, [])
-    _state_probes_say(rows, "no checkpoint before step 12 (checkpoints at: 20, 40)")
+    _state_probes_say(rows, "no checkpoint before step 12 (checkpoints at: 20, 40)", True)
     assert rows["data_corruption"].verdict in ("refuted", "inconclusive")
     assert "not run" not in rows["data_corruption"].detail  # needs only the batch
 

@@ -66,6 +66,31 @@ def test_common_batch_refutes_rare_tokens(model: GPT, freq: Freq) -> None:
     )
     assert verdict == "refuted", detail
     assert abs(nums["rarity_decades"]) < 0.5
+    assert nums["state_free"] and "rare-token positions of" in detail  # the tokens say it
+
+
+def test_rare_token_excess_is_read_from_the_tokens_alone() -> None:
+    """No rare-token batch holds only the ordinary rate of rare positions (module doc); one
+    with more than Poisson noise above it is left to the model-based rule."""
+    assert rare_tokens.no_rare_excess(0.0, 0.0107, 512)  # lr_too_high@1021: 0 of 512
+    assert rare_tokens.no_rare_excess(6 / 512, 0.01, 512)  # 6 against 5.1 +- 4.5
+    assert rare_tokens.no_rare_excess(11 / 512, 0.01, 512) is None  # 11 > 9.6
+    assert rare_tokens.no_rare_excess(0.3, 0.01, 512) is None  # a rare-band burst
+    assert rare_tokens.no_rare_excess(0.0, math.nan, 512) is None
+
+
+def test_a_token_only_refutation_survives_an_unfaithful_replay() -> None:
+    """runner.downgrade makes state probes inconclusive when the replay left the log, but a
+    verdict that read no model state stands."""
+    from forensics.replay.result import ReplayResult
+    from forensics.replay.runner import downgrade
+
+    def row(probe: str, verdict: str, **numbers: object) -> ReplayResult:
+        return ReplayResult("r", 1, probe, probe, verdict, dict(numbers), probe)
+
+    out = downgrade([row("reproduce", "refuted"), row("rare_tokens", "refuted", state_free=True),
+                     row("overflow", "refuted")])  # fmt: skip
+    assert [r.verdict for r in out] == ["refuted", "refuted", "inconclusive"]
 
 
 def test_rare_batch_that_does_not_explain_the_spike_is_not_confirmed(
@@ -73,8 +98,8 @@ def test_rare_batch_that_does_not_explain_the_spike_is_not_confirmed(
 ) -> None:
     off = _batch(np.random.default_rng(1).choice(RARE, size=B * (T + 1)))
     ctrls = [_batch(_common(s)) for s in range(3)]
-    verdict, _, _ = rare_tokens.evaluate(model, off, ctrls, freq, logged_excess=50.0)
-    assert verdict == "inconclusive"
+    verdict, _, nums = rare_tokens.evaluate(model, off, ctrls, freq, logged_excess=50.0)
+    assert verdict == "inconclusive" and "state_free" not in nums
 
 
 def test_garbage_batch_whose_common_tokens_also_fail_is_not_a_rare_token_batch() -> None:

@@ -108,3 +108,22 @@ def test_demo_is_consistent_small_and_on_one_screen(demo_out: Path) -> None:
     assert total <= 25_000_000, total
     index = (demo_out / "README.md").read_text()
     assert "| yes |" in index  # agreeing runs are marked too, not only the differing ones
+
+
+@pytest.mark.slow
+def test_lr_too_high_spikes_are_not_called_rare_token_batches(demo_out: Path) -> None:
+    """The lr_too_high sample replays off its log on any other CPU (replay_portability), so
+    the model-state probes conclude nothing; yet its extra spikes' batches are ordinary, and
+    the tokens alone say so: rare_tokens is refuted on the data (`state_free`), and no
+    incident of the run is stated a rare-token batch (1021 read "rare-token batch, 85%")."""
+    run_out = demo_out / "lr_too_high"
+    found = json.loads((run_out / "incidents.json").read_text())["incidents"]
+    assert len(found) >= 2 and all(i["cause"] != "rare_tokens" for i in found), found
+    with duckdb.connect(str(run_out / "forensics.duckdb"), read_only=True) as con:
+        rows = con.execute(
+            "SELECT incident_id, verdict, detail, numbers FROM replays WHERE probe = 'rare_tokens'"
+        ).fetchall()
+    assert len(rows) == len(found)
+    for n, verdict, detail, numbers in rows:
+        assert verdict == "refuted" and json.loads(numbers)["state_free"], (n, detail)
+        assert "rare-token positions of" in detail and "would be" not in detail, (n, detail)

@@ -23,6 +23,14 @@ alone show <= 1/4 of the excess (a garbage batch, whose common tokens are as bad
 is not a rare-token batch), and the batch's loss excess over the controls is at least half the
 logged spike; refuted when d < 0.5, rare_grad_share < 0.25 or the common tokens alone show
 >= 1/2 of the excess; inconclusive otherwise.
+
+Refuted on the data alone (`state_free`): the batch holds no more rare positions than the
+controls do, within Poisson noise (k <= m + 2 sqrt(m), m = the controls' rare rate x the
+batch's positions). Then no model state can make it a rare-token batch: for rare positions
+at a rate r to carry half the loss, each must cost (1 - r) / r times a common one, ~50x at
+2%, far beyond any model. This verdict reads only the token ids, so it stands when the
+replayed state is not the run's (runner.downgrade keeps it): a far too high LR drifts the
+replay off the log, yet an ordinary batch is still ordinary.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from forensics.replay.measure import Batch, as_dtype, group_grad_norms, token_lo
 from forensics.replay.plan import BIG, excess
 from forensics.replay.probes.base import Session, median
 from forensics.replay.result import CONFIRMED, INCONCLUSIVE, REFUTED, ReplayResult
+from forensics.replay.state import StateUnavailable
 from forensics.sim.model import GPT
 
 PROBE = HYPOTHESIS = "rare_tokens"
@@ -51,7 +60,7 @@ def run(s: Session) -> ReplayResult:
     t0 = time.perf_counter()
     got = s.offending(PROBE, HYPOTHESIS)
     if isinstance(got, ReplayResult):
-        return got
+        return tokens_only(s, got)
     state, off = got
     ctrls = s.control_batches()
     recs = s.data.records[s.plan.offending]
@@ -66,6 +75,34 @@ def run(s: Session) -> ReplayResult:
     res = s.result(PROBE, HYPOTHESIS, verdict, numbers, detail)
     res.wall_s = time.perf_counter() - t0
     return res
+
+
+def tokens_only(s: Session, no_state: ReplayResult) -> ReplayResult:
+    """Without a model state the batch's tokens can still refute (module doc); otherwise the
+    row saying why the probe could not run."""
+    recs = s.data.records.get(s.plan.offending)
+    freq = train_freq(s.data, recs[0].source) if recs else None
+    ctrls = s.control_batches()
+    try:
+        off = s.batch(s.plan.offending)
+    except StateUnavailable:
+        return no_state
+    if freq is None or not ctrls:
+        return no_state
+    # one vocabulary for every batch, so that the smoothed probabilities compare
+    vocab = max([freq.counts.size] + [int(x.max()) + 1 for b in (off, *ctrls) for x, _, _ in b])
+    ctrl_f = [position_freq(b, freq, vocab) for b in ctrls]
+    tau = float(np.percentile(np.concatenate(ctrl_f), RARE_PCT))
+    off_f = position_freq(off, freq, vocab)
+    pooled = float(np.mean([(f < tau).mean() for f in ctrl_f]))
+    plain = no_rare_excess(float((off_f < tau).mean()), pooled, off_f.size)
+    if plain is None:
+        return no_state
+    numbers = {"step": s.plan.offending, "freq_source": freq.source, "state_free": True,
+               "rare_frac": float((off_f < tau).mean()), "control_rare_frac": pooled,
+               "rare_threshold_freq": tau}  # fmt: skip
+    detail = f"{plain}; read from the tokens alone ({no_state.detail.removeprefix('not run: ')})"
+    return s.result(PROBE, HYPOTHESIS, REFUTED, numbers, detail)
 
 
 def evaluate(
@@ -95,7 +132,24 @@ def evaluate(
     numbers |= {"rarity_decades": d, "logged_excess": logged_excess, "common_alone": alone}
     numbers["token_histogram"] = histogram(off, freq, vocab)
     verdict, detail = decide(o, d, explains, alone)
+    if verdict != CONFIRMED:
+        pooled = float(np.mean([x["rare_frac"] for x in cs]))  # the median may sit at 0
+        plain = no_rare_excess(o["rare_frac"], pooled, o["positions"])
+        if plain:
+            verdict, detail, numbers["state_free"] = REFUTED, f"{plain}; {detail}", True
     return verdict, detail, numbers
+
+
+def no_rare_excess(frac: float, control_frac: float, positions: float) -> str | None:
+    """Why the batch is no rare-token batch whatever the model state (module doc), or None
+    when it holds more rare positions than the controls' rate explains."""
+    k, m = round(frac * positions), control_frac * positions
+    if not math.isfinite(m) or k > m + 2.0 * math.sqrt(m):
+        return None
+    return (
+        f"the batch holds {k} rare-token positions of {positions:.0f}, no more than the "
+        f"{m:.1f} the ordinary batches' rate gives (within noise)"
+    )
 
 
 def decide(o: dict[str, float], d: float, explains: bool, alone: float) -> tuple[str, str]:
@@ -133,6 +187,7 @@ def batch_stats(model: GPT, batch: Batch, freq: Freq, tau: float) -> dict[str, f
     total = float(loss.sum())
     common = loss[~rare]
     return {
+        "positions": float(rare.size),
         "loss": float(loss.mean()),
         "common_loss": float(common.mean()) if common.size >= MIN_COMMON else math.nan,
         "rare_frac": float(rare.mean()),
