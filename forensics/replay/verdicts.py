@@ -145,10 +145,28 @@ def fix_measure(numbers: dict[str, Any]) -> str:
     if hurt is None or left is None:
         return what
     beta2 = (numbers.get("fix_changes") or {}).get("beta2", 0.95)
+    spread = numbers.get("fix_share_spread")
+    draws = len(numbers.get("fix_share_draws") or [])
     return (
         f"{what}, {hurt:.3g} at step {numbers.get('fix_damage_step')}, {left:.3g} with beta2 = "
         f"{beta2:g} alone from the checkpoint of step {numbers.get('fix_checkpoint_step')}"
+    ) + spread_text(tuple(spread) if spread else None, draws)
+
+
+def spread_text(spread: tuple[float, float] | None, draws: int) -> str:
+    """'; 47% to 53% over 3 draws of the ordinary batches ...' (probes/fix_share.py), and when the
+    draws fall on both sides of PREVENTS, that the share cannot tell which of the trigger and
+    the amplifier prevents the incident."""
+    if spread is None:
+        return ""
+    lo, hi = spread
+    text = (
+        f"; {share_text(lo)} to {share_text(hi)} over {draws} draws of the ordinary batches that "
+        "stand in for the trigger"
     )
+    if lo < PREVENTS <= hi:
+        text += " (on both sides of half: the batch and beta2 matter about equally)"
+    return text
 
 
 def tested(rows: list[dict[str, Any]]) -> dict[str, Tested]:

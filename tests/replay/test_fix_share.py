@@ -75,6 +75,28 @@ def test_share_is_one_minus_the_fixed_damage_over_the_damage() -> None:
     )
 
 
+def test_other_stand_ins_give_the_share_its_spread() -> None:
+    """Other ordinary batches in the run without the trigger move the share a few points:
+    the first draw decides, the spread is stored and printed, and a spread over both sides
+    of half says that the batch and beta2 matter about equally."""
+    w = _window(other_clean=[[4.1, 4.2, 4.0], [3.9, 4.0, 4.0]])
+    # damages 0.9 (fixed 0.2) and 1.1 (fixed 0.4) above the other two runs without it
+    assert w.draws == [pytest.approx(0.7), pytest.approx(1 - 0.2 / 0.9), pytest.approx(7 / 11)]
+    assert w.share == pytest.approx(0.7)
+    assert w.spread == (pytest.approx(7 / 11), pytest.approx(1 - 0.2 / 0.9))
+    n = json.loads(json.dumps(w.numbers()))
+    assert n["fix_share_spread"] == [pytest.approx(7 / 11), pytest.approx(1 - 0.2 / 0.9)]
+    assert "; 64% to 78% over 3 draws of the ordinary batches" in w.sentence()
+    assert share("stale_beta2", n)[1].endswith("64% to 78% over 3 draws of the ordinary "
+                                               "batches that stand in for the trigger")  # fmt: skip
+    assert "both sides" not in w.sentence()
+    # damages 0.65 (fixed 0.3) and 0.55 (fixed 0.3): 54% and 45%, on both sides of half
+    w = _window(fixed=[4.3, 4.4, 4.1], clean=[4.35, 4.1, 4.0], other_clean=[[4.45, 4.1, 4.0]])
+    assert w.spread == (pytest.approx(1 - 0.3 / 0.55), pytest.approx(1 - 0.3 / 0.65))
+    assert "(on both sides of half: the batch and beta2 matter about equally)" in w.sentence()
+    assert _window().spread is None and "draws" not in _window().sentence()
+
+
 def test_the_ordinary_batches_come_after_the_window_then_before_it_else_a_skip() -> None:
     """Fresh batches first (none of the re-runs trains the steps after `end`), nearest first,
     hard ones (b(t) above trend + a, or not finite) passed over; then those before the first
@@ -184,6 +206,10 @@ def test_the_fix_is_measured_from_the_settled_checkpoint_against_the_run_without
         t = state.step + 1
         clean[t] = train_step(state, batches(sub.get(t, t)))
     assert fix.clean == [clean[t]["loss"] for t in fix.steps]
+    # the other draws train the next ordinary batches after those at the burst's steps
+    assert len(fix.draws) == len(fix.other_clean) + 1 and fix.draws[0] == fix.share
+    if fix.spread is not None:
+        assert fix.spread[0] <= min(1.0, max(0.0, fix.share or 0.0)) <= fix.spread[1]
     hurt = max(o - c for o, c in zip(fix.original, fix.clean, strict=True))
     left = max(f - c for f, c in zip(fix.fixed, fix.clean, strict=True))
     assert fix.damage[0] == pytest.approx(max(hurt, 0.0))

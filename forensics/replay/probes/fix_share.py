@@ -27,7 +27,13 @@ batch in both runs, so its own difficulty cancels; a non-finite loss where the c
 finite counts as BIG): damage = max d over the original, damage_fixed = max d over the fix,
 share removed = 1 - damage_fixed / damage (the simulator's `attribute` and
 docs/definitions.md). It is not measured (None) when the original's damage is within the
-noise allowance (the trigger leaves no echo to remove) or no ordinary batch follows it. All
+noise allowance (the trigger leaves no echo to remove) or no ordinary batch follows it.
+Which ordinary batches stand in for the trigger moves the share by a few points, so the run
+without the trigger is trained with up to DRAWS sets of them (the next ordinary batches each
+time; only sets that need no skipped update): the first set's share decides, as before, and
+the spread over the draws is stored (`fix_share_draws`, `fix_share_spread`) and printed,
+saying so when the draws fall on both sides of half (the batch and beta2 matter about
+equally: which is stated root cause is then within the measurement's own spread). All
 three re-runs go through one trainer: the bundled one (`restore` + `advance`), or the run's
 own (`Replayer.rerun`: its Hugging Face Trainer, the nanoGPT loop); `measure_fix` measures
 the share for every path.
@@ -65,13 +71,17 @@ from forensics.replay.state import (
     set_hparams,
     usable,
 )
-from forensics.replay.verdicts import share_text
+from forensics.replay.verdicts import share_text, spread_text
 from forensics.sim.model import GPT
 
 FIX_BETA2 = 0.95
 SETTLE = round(1.0 / (1.0 - FIX_BETA2))  # steps for beta2 = 0.95's v to forget the old one
 MAX_BACK = 4 * SETTLE  # no settled checkpoint further back than this: the restored one
 LOOK = 4  # ordinary batches are looked for among LOOK x (hard steps) steps on each side
+# Which ordinary batches stand in for the trigger moves the share by a few points (62-69% on
+# the stale_beta2 sample): it is measured with DRAWS sets of stand-ins, the first decides,
+# and the page gives the spread (FixShare.spread).
+DRAWS = 3
 
 # One re-run from the fix's checkpoint through plan.end: (config changes, hard step -> the
 # step whose logged batch it trains instead, hard steps whose update is skipped) -> rows.
@@ -133,6 +143,7 @@ class FixShare:
     a: float
     changes: dict[str, Any] = field(default_factory=dict)
     baseline: Baseline = field(default_factory=Baseline)
+    other_clean: list[list[float]] = field(default_factory=list)  # the other draws' runs
 
     def _diffs(self, losses: list[float]) -> list[float]:
         return [added(x, c) for x, c in zip(losses, self.clean, strict=True)]
@@ -154,10 +165,25 @@ class FixShare:
 
     @property
     def share(self) -> float | None:
-        hurt, left = self.damage[0], self.damage_fixed[0]
+        return self._share(self.clean)
+
+    def _share(self, clean: list[float]) -> float | None:
+        hurt = _peak_of(self.original, clean)
         if not self.steps or hurt <= self.a:
             return None
-        return 1.0 - left / hurt
+        return 1.0 - _peak_of(self.fixed, clean) / hurt
+
+    @property
+    def draws(self) -> list[float | None]:
+        """The share with each set of stand-ins, this baseline's first (DRAWS)."""
+        return [self._share(c) for c in (self.clean, *self.other_clean)]
+
+    @property
+    def spread(self) -> tuple[float, float] | None:
+        """Lowest and highest share over the draws (clipped as verdicts.share stores them),
+        when more than one was measured."""
+        got = [min(1.0, max(0.0, x)) for x in self.draws if x is not None]
+        return (min(got), max(got)) if len(got) > 1 else None
 
     def numbers(self) -> dict[str, Any]:
         (hurt, at), (left, at_fixed) = self.damage, self.damage_fixed
@@ -171,7 +197,8 @@ class FixShare:
             "fix_fixed_loss": self.fixed, "fix_trigger_free_loss": self.clean,
             "fix_damage": hurt, "fix_damage_step": at, "fix_damage_fixed": left,
             "fix_damage_fixed_step": at_fixed, "fix_noise_allowance": self.a,
-            "fix_share_removed": self.share,
+            "fix_share_removed": self.share, "fix_share_draws": self.draws,
+            "fix_share_spread": None if self.spread is None else list(self.spread),
         }  # fmt: skip
 
     def sentence(self) -> str:
@@ -187,11 +214,19 @@ class FixShare:
                 f"allowance {self.a:.3g}"
             )  # fmt: skip
             return head + f"the fix's share is not measured: {why}"
-        return head + (
-            f"the fix removes {share_text(self.share)} of the damage: the largest loss above "
-            f"{without} on the ordinary batches through step {self.end_step} is {left:.3g} "
-            f"(step {at_fixed}) instead of {hurt:.3g} (step {at})"
+        return (
+            head
+            + (
+                f"the fix removes {share_text(self.share)} of the damage: the largest loss above "
+                f"{without} on the ordinary batches through step {self.end_step} is {left:.3g} "
+                f"(step {at_fixed}) instead of {hurt:.3g} (step {at})"
+            )
+            + spread_text(self.spread, len(self.draws))
         )
+
+
+def _peak_of(losses: list[float], clean: list[float]) -> float:
+    return max([0.0, *(added(x, c) for x, c in zip(losses, clean, strict=True))])
 
 
 def added(loss: float, clean: float) -> float:
@@ -218,18 +253,19 @@ def fix_checkpoint(s: Session) -> Checkpoint | None:
     return restored[-1] if restored else None
 
 
-def ordinary_batches(s: Session, hard: list[int], first: int, end: int) -> Baseline:
+def ordinary_batches(s: Session, hard: list[int], first: int, end: int, skip: int = 0) -> Baseline:
     """The run without the trigger's batch at each hard step (module doc): the ordinary
     batches logged right after the re-runs' last step `end` (none of them trains them),
     nearest first, then those right before their first step `first`; a hard step left
     without one is skipped. Ordinary as `measure` means it: b(t) within the noise
-    allowance of the pre-spike trend."""
-    n = LOOK * len(hard)
+    allowance of the pre-spike trend. `skip`: the first ordinary batches found are passed
+    over (another draw of stand-ins, `DRAWS`)."""
+    n = LOOK * len(hard) + skip
     later = range(end + 1, end + 1 + n)
     earlier = range(first - 1, max(0, first - 1 - n), -1)
     picked: list[int] = []
     for t in [*later, *earlier]:
-        if len(picked) == len(hard):
+        if len(picked) == len(hard) + skip:
             break
         if t not in s.data.records:
             continue
@@ -239,6 +275,7 @@ def ordinary_batches(s: Session, hard: list[int], first: int, end: int) -> Basel
             continue
         if is_ordinary(s, cost):
             picked.append(t)
+    picked = picked[skip:]
     return Baseline(dict(zip(hard, picked, strict=False)), hard[len(picked) :])
 
 
@@ -260,16 +297,34 @@ def measure_fix(s: Session, changes: dict[str, Any]) -> FixShare | None:
     fixed = rerun(changes, {}, [])
     base = ordinary_batches(s, hard, start + 1, end)
     clean = rerun({}, base.substitute, base.skipped)
+    others = [rerun({}, b.substitute, []) for b in other_draws(s, hard, start + 1, end, base)]
     after = [t for t in window if hard and t > hard[0] and t not in hard]
-    steps = [t for t in after if all(t in r and "loss" in r[t] for r in (original, fixed, clean))]
+    runs = (original, fixed, clean, *others)
+    steps = [t for t in after if all(t in r and "loss" in r[t] for r in runs)]
 
     def loss(rows: dict[int, StepRow]) -> list[float]:
         return [float(rows[t]["loss"]) for t in steps]
 
     return FixShare(
         start, end, hard, steps, loss(original), loss(fixed), loss(clean),
-        noise_allowance(s), changes, base,
+        noise_allowance(s), changes, base, [loss(r) for r in others],
     )  # fmt: skip
+
+
+def other_draws(
+    s: Session, hard: list[int], first: int, end: int, base: Baseline
+) -> list[Baseline]:
+    """Up to DRAWS - 1 more sets of stand-ins, the next ordinary batches after those `base`
+    took; only complete ones (no skipped update) and only when `base` is one."""
+    if not hard or base.skipped:
+        return []
+    out = []
+    for i in range(1, DRAWS):
+        b = ordinary_batches(s, hard, first, end, skip=i * len(hard))
+        if b.skipped:
+            break
+        out.append(b)
+    return out
 
 
 def _runner(s: Session) -> tuple[int, Rerun] | None:
