@@ -81,6 +81,14 @@ def gradient_each_step(data: RunData, step: int) -> bool:
     )
 
 
+def gradient_speaks(inc: Incident, data: RunData) -> bool:
+    """Can the jump's own gradient clear it: logged every step through one step past its
+    peak (a logger a step late prints the batch's gradient there)? The one test both the
+    quiet test and the noise-tail evidence ask, so that a jump the gradient cannot judge
+    (one at the log's last step) gets the noise-tail evidence instead of neither."""
+    return gradient_each_step(data, inc.peak_step + AFTER_STEPS)
+
+
 def lone_jump(inc: Incident, sc: Screen, cfg: DetectConfig) -> bool:
     """A loss excursion that jumped at one logged point, had one peak, came back (it is
     recoverable) and carries no event: the shape a single batch gives. The jump is read on
@@ -175,9 +183,7 @@ def _candidate(inc: Incident, data: RunData, sc: Screen, cfg: DetectConfig) -> b
     if not lone_jump(inc, sc, cfg):
         return False
     back, _ = data.loss.window_steps(inc.peak_step, inc.end_step or inc.peak_step)
-    return len(back) <= cfg.quiet_max_points and gradient_each_step(
-        data, inc.peak_step + AFTER_STEPS
-    )
+    return len(back) <= cfg.quiet_max_points and gradient_speaks(inc, data)
 
 
 def quiet_jumps(

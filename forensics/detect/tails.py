@@ -37,7 +37,7 @@ import numpy as np
 
 from forensics.detect.data import RunData
 from forensics.detect.model import Evidence, Incident
-from forensics.detect.quiet import gradient_each_step
+from forensics.detect.quiet import gradient_speaks
 from forensics.detect.screen import Screen
 
 # The tail is fitted above this many noise scales: far enough out for a power law, close
@@ -97,7 +97,7 @@ def tail_evidence(
 ) -> None:
     """Add a `noise_tail` finding to each lone jump (quiet.lone_jump) whose gradient is
     not logged every step, when the run's tail can be fitted."""
-    judged = [i for i in lone if not gradient_each_step(data, i.peak_step)]
+    judged = [i for i in lone if not gradient_speaks(i, data)]
     if not judged or not sc.log_space:
         return
     tail = noise_tail(sc, incidents)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 from detect_helpers import curve
 
@@ -93,6 +94,22 @@ def test_no_tail_is_fitted_on_gaussian_noise_or_read_when_the_gradient_speaks(  
     assert [i.peak_step for i in only_loss] == [3001] and _tail(only_loss[0]) is not None
     with_grad = detect_data(run_data(frame(heavy, grad_norm=g), {}, "t"), rules).incidents
     assert [i.peak_step for i in with_grad] == [3001] and _tail(with_grad[0]) is None
+
+
+def test_a_jump_the_gradient_cannot_judge_gets_the_tail(rules) -> None:  # type: ignore[no-untyped-def]
+    """The quiet test and the tail evidence ask one question (quiet.gradient_speaks: the
+    gradient logged every step through one step past the peak): a grad norm missing right
+    after the jump leaves the quiet test nothing to judge, so the tail is read instead of
+    neither (the tail asked at the peak itself, the quiet test one step later)."""
+    heavy = curve(4000, noise=0.0, seed=3) * np.exp(
+        0.006 * np.random.default_rng(5).standard_t(3, 4000)
+    )
+    heavy[3000] *= 1.4
+    g: list[float | None] = list(0.3 * np.exp(np.random.default_rng(4).normal(0, 0.08, 4000)))
+    g[3001] = None  # step 3002, one past the peak at 3001: not logged
+    frame = pl.DataFrame({"step": np.arange(1, 4001), "loss": heavy, "grad_norm": g})
+    (inc,) = detect_data(run_data(frame, {}, "t"), rules).incidents
+    assert inc.peak_step == 3001 and _tail(inc) is not None
 
 
 @pytest.fixture(scope="module")
