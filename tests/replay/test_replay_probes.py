@@ -112,7 +112,7 @@ def test_out_of_vocabulary_ids_flag_data_corruption() -> None:
 
 def test_scrambled_tokens_lose_bigram_support() -> None:
     chain = np.array([(i * 5) % 56 for i in range(8000)])  # a language with one successor each
-    known = (np.unique(chain[:-1] * V + chain[1:]), V)
+    known = data_corruption.Known.of(chain, V)
     start = np.random.default_rng(0).integers(0, 7000, 5)
     ctrls = [_stats(chain[s : s + B * (T + 1)], known) for s in start[:4]]
     scrambled = np.random.default_rng(1).permutation(chain[start[4] : start[4] + B * (T + 1)])
