@@ -52,8 +52,9 @@ def _config(window: int | None, tolerance: float | None) -> DetectConfig:
     return DetectConfig().with_overrides(recovery_window=window, tolerance=tolerance)
 
 
-def print_detection(det: Detection) -> None:
-    """One table per run: what was found, its type, cause and the advice."""
+def print_detection(det: Detection, replay: dict[int, str] | None = None) -> None:
+    """One table per run: what was found, its type, cause and the advice; with `replay`
+    (incident id -> verdict of its cause), the verdict beside the cause."""
     from rich import box
     from rich.table import Table
 
@@ -64,6 +65,8 @@ def print_detection(det: Detection) -> None:
         table.add_column(name, overflow="fold")  # wrap, never cut "recoverable" to "recov…"
     for i in det.incidents:
         cause = i.cause if i.cause == "unknown" else f"{i.cause} ({i.confidence:.2f})"
+        if replay is not None and replay.get(i.id, "not_run") != "not_run":
+            cause += f", replay {replay[i.id]}"
         advice = i.recovery
         if i.restart_checkpoint_step is not None:
             advice += f" @ {i.restart_checkpoint_step}"
@@ -107,6 +110,32 @@ def detect(
         )
     for det in detections:
         print_detection(det)
+
+
+def after_replay(db: Path, det: Detection) -> tuple[Detection, dict[int, str]]:
+    """The incidents as stored after analyze's replay step: replay may change an incident's
+    cause, confidence and recovery (apply_verdicts), and the table must say what README.md
+    and incidents.json say, not detection's first guess."""
+    from dataclasses import replace
+
+    from forensics.store import open_store
+
+    with open_store(db) as store:
+        rows = store.query(
+            "SELECT incident_id, cause, confidence, recovery, restart_checkpoint_step, replay "
+            "FROM incidents WHERE run_id = ?",
+            [det.run_id],
+        ).rows()
+    stored = {r[0]: r[1:] for r in rows}
+    incidents, verdicts = [], {}
+    for inc in det.incidents:
+        if inc.id not in stored:
+            incidents.append(inc)
+            continue
+        cause, conf, recovery, restart, verdicts[inc.id] = stored[inc.id]
+        incidents.append(replace(inc, cause=cause, confidence=conf or 0.0, recovery=recovery,
+                                 restart_checkpoint_step=restart))  # fmt: skip
+    return replace(det, incidents=incidents), verdicts
 
 
 @app.command()
@@ -162,7 +191,7 @@ def analyze(
     with status("analyzing") as spinner:
         result = run_analyze(path, out, db=db, options=options, progress=spinner.update)
     for detection in result.detections:  # one per run found under PATH
-        print_detection(detection)
+        print_detection(*after_replay(result.db, detection))
     for note in result.notes:
         err_console.print(f"note: {note}", highlight=False)
     for p in result.outputs:

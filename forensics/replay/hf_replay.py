@@ -343,12 +343,13 @@ def _data_probe(run: HFRun, s: Session) -> ReplayResult:
     assert run.index is not None
     vocab = run.vocab()
     rare = run.freq.rare_ids() if run.freq is not None else np.zeros(0, dtype=np.int64)
-    sample = _stream(run)
-    v = max(int(sample.max(initial=0)) + 1, vocab or 0)
-    known = (np.unique(sample[:-1] * v + sample[1:]), v) if sample.size > 1 else None
+    sample, n_rows = _stream(run)
+    known = dc.Known.of(sample, vocab)
 
     def stats(step: int) -> dict[str, Any]:
-        return dc.batch_stats(run.index.tokens(step), s.data.records[step], vocab, rare, known)  # type: ignore[union-attr]
+        tokens = run.index.tokens(step)  # type: ignore[union-attr]
+        own = _own_pairs(run, step, n_rows, known)
+        return dc.batch_stats(tokens, s.data.records[step], vocab, rare, known, own)
 
     cs = [stats(t) for t in s.plan.controls]
     if not cs:
@@ -361,8 +362,9 @@ def _data_probe(run: HFRun, s: Session) -> ReplayResult:
     return res
 
 
-def _stream(run: HFRun, limit: int = 2_000_000) -> np.ndarray:
-    """A sample of the run's token stream: the dataset's rows in order (first `limit` tokens)."""
+def _stream(run: HFRun, limit: int = 2_000_000) -> tuple[np.ndarray, int]:
+    """A sample of the run's token stream: the dataset's rows in order (first `limit` tokens),
+    and how many rows it holds."""
     rows, n = [], 0
     for chunk in run.dataset.iter(batch_size=1024):
         for r in chunk["input_ids"]:
@@ -370,7 +372,18 @@ def _stream(run: HFRun, limit: int = 2_000_000) -> np.ndarray:
             n += rows[-1].size
         if n >= limit:
             break
-    return np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    return (np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)), len(rows)
+
+
+def _own_pairs(run: HFRun, step: int, n_rows: int, known: dc.Known | None) -> np.ndarray | None:
+    """Pair codes of the step's dataset rows that the bigram sample holds: a batch must not
+    count as its own support (probes/data_corruption.py)."""
+    if known is None or run.index is None:
+        return None
+    rows = [i for micro in run.index.steps.get(step, []) for i in micro if i < n_rows]
+    ids = [np.asarray(run.dataset[i]["input_ids"], dtype=np.int64) for i in rows]
+    own = [dc.pair_codes(r, known.v) for r in ids if r.size > 1]
+    return np.concatenate(own) if own else None
 
 
 def _judge(run: HFRun, s: Session, off: Batch, ctrls: list[Batch]) -> ReplayResult:

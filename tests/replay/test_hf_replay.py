@@ -11,6 +11,7 @@ other causes; each tier's failure gives one line per probe while the other tiers
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,16 @@ def test_analyze_replays_the_spike_through_the_runs_own_model(analysis: dict[str
     assert all(w.startswith("r") for w in data["excerpts"][0].split())  # the rare words
     assert "reference_judge" not in rows  # tier 3 ran: no proxy needed
     assert "tier 3 ran" in analysis["text"]
+
+
+def test_analyze_table_says_the_cause_replay_left(analysis: dict[str, Any]) -> None:
+    """The table `analyze` prints is the stored incident after replay (its confidence moved
+    from detection's), as README.md and incidents.json say, with the replay verdict."""
+    with open_store(analysis["db"]) as store:
+        cause, conf, verdict = store.query("SELECT cause, confidence, replay FROM incidents").row(0)
+    assert verdict == "confirmed"
+    text = " ".join(analysis["text"].split())  # the table folds its cells on a narrow terminal
+    assert re.search(rf"{cause} .*\({conf:.2f}\), replay confirmed", text), analysis["text"]
 
 
 def test_onset_is_the_first_high_loss(analysis: dict[str, Any]) -> None:

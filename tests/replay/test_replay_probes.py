@@ -110,6 +110,15 @@ def test_garbage_batch_whose_common_tokens_also_fail_is_not_a_rare_token_batch()
     assert rare_tokens.decide(o, 2.3, True, alone=0.4)[0] == "inconclusive"
 
 
+def test_rare_tokens_detail_says_more_common_not_negative_rarer() -> None:
+    """A batch of one frequent token repeated: its loss sits on tokens more common than the
+    controls'; the detail says so instead of "-0.51 decades rarer"."""
+    o = {"rare_grad_share": 0.0, "rare_loss_share": 0.0}
+    verdict, detail = rare_tokens.decide(o, -0.515, True, alone=1.01)
+    assert verdict == "refuted" and "0.52 decades more common than in controls" in detail
+    assert "-0." not in detail
+
+
 # ----- data corruption ----------------------------------------------------------------------
 def _rec(step: int) -> list[BatchRecord]:
     return [BatchRecord(step, 0, "x.bin", 0, B * T + 1, T, B)]
@@ -137,7 +146,7 @@ def test_out_of_vocabulary_ids_flag_data_corruption() -> None:
 
 def test_scrambled_tokens_lose_bigram_support() -> None:
     chain = np.array([(i * 5) % 56 for i in range(8000)])  # a language with one successor each
-    known = (np.unique(chain[:-1] * V + chain[1:]), V)
+    known = data_corruption.Known.of(chain, V)
     start = np.random.default_rng(0).integers(0, 7000, 5)
     ctrls = [_stats(chain[s : s + B * (T + 1)], known) for s in start[:4]]
     scrambled = np.random.default_rng(1).permutation(chain[start[4] : start[4] + B * (T + 1)])

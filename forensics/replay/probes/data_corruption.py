@@ -14,7 +14,12 @@ training state cannot be rebuilt. Statistics per batch:
 - bigram_support: share of the batch's adjacent pairs of common tokens that also occur in a
   sample of the training shard (scrambled or random tokens destroy it). Pairs involving a rare
   token are left out so that a batch of rare but valid tokens is not called corrupt; with
-  fewer than MIN_PAIRS common pairs the statistic is not used.
+  fewer than MIN_PAIRS common pairs the statistic is not used. The sample holds the run's
+  own batches (all of them in a run shorter than the sample), so a batch's own pairs are
+  taken out of it before its support is measured: every batch would otherwise support
+  itself, and a batch of random ids would score 1.0 (leave-one-batch-out, `Known.support`).
+  When the controls' own support is below MIN_CONTROL_SUPPORT, the sample is too small (or
+  the data too random) for the pairs to mean anything, and the statistic is not used.
 
 Rule, per batch: confirmed when any statistic is far from the controls (invalid ids; a
 different shape; entropy ratio <= 1/2; repeats or duplicated 4-grams >= 1/2 of the batch and
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +51,7 @@ from forensics.sim.data import BatchRecord
 
 PROBE = HYPOTHESIS = "data_corruption"
 MIN_PAIRS = 50
+MIN_CONTROL_SUPPORT = 0.25  # below it, unseen pairs are the norm: no signal
 MAX_EXAMINED = 64  # batches examined, ending at the offending step
 
 
@@ -62,12 +69,17 @@ def run(s: Session) -> ReplayResult:
     freq = train_freq(s.data, controls[0][0][0].source)
     rare = freq.rare_ids() if freq is not None else np.zeros(0, dtype=np.int64)
     known = known_bigrams(controls[0][0], vocab)
-    cs = [batch_stats(t, r, vocab, rare, known) for r, t in controls]
-    examined = {s.plan.offending: batch_stats(off, off_recs, vocab, rare, known)}
+
+    def stats(tokens: np.ndarray, recs: list[BatchRecord]) -> dict[str, Any]:
+        own = known.own_pairs(recs) if known is not None else None
+        return batch_stats(tokens, recs, vocab, rare, known, own)
+
+    cs = [stats(t, r) for r, t in controls]
+    examined = {s.plan.offending: stats(off, off_recs)}
     for step in examined_steps(s):
         try:
             recs = batch_records(s.data, step)
-            examined[step] = batch_stats(tokens_of(recs), recs, vocab, rare, known)
+            examined[step] = stats(tokens_of(recs), recs)
         except (StateUnavailable, OSError, ValueError):
             continue
     res = judge(s, examined, cs, [r[0].step for r, _ in controls])
@@ -142,7 +154,53 @@ def vocab_size(s: Session) -> int | None:
     return None if counts is None else int(counts.size)
 
 
-Known = tuple[np.ndarray, int]  # sorted pair codes a * V + b seen in training, and V
+@dataclass(frozen=True)
+class Known:
+    """The adjacent pairs of a sample of the training stream, counted, so that a batch's own
+    occurrences can be taken out (the sample holds the batches being judged)."""
+
+    codes: np.ndarray  # sorted unique pair codes a * v + b
+    counts: np.ndarray  # occurrences of each code in the sample
+    v: int
+    source: str = ""  # the shard sampled ("" for a stream not read from a shard)
+    n_tokens: int = 0  # tokens sampled: shard[:n_tokens]
+
+    @classmethod
+    def of(cls, sample: np.ndarray, vocab: int | None, source: str = "") -> Known | None:
+        if sample.size < 2:
+            return None
+        v = max(int(sample.max(initial=0)) + 1, vocab or 0)
+        codes, counts = np.unique(pair_codes(sample, v), return_counts=True)
+        return cls(codes, counts, v, source, int(sample.size))
+
+    def own_pairs(self, records: list[BatchRecord]) -> np.ndarray:
+        """Pair codes of the records' spans that lie inside the sample (with repeats)."""
+        own = []
+        for rec in records:
+            end = min(rec.token_offset + rec.n_tokens, self.n_tokens)
+            if rec.source == self.source and end - rec.token_offset >= 2:
+                span = np.asarray(read_tokens(Path(rec.source))[rec.token_offset : end])
+                own.append(pair_codes(span.astype(np.int64), self.v))
+        return np.concatenate(own) if own else np.zeros(0, dtype=np.int64)
+
+    def support(self, codes: np.ndarray, own: np.ndarray | None = None) -> np.ndarray:
+        """Whether each pair occurs in the sample outside the batch's own occurrences."""
+        count = _lookup(self.codes, self.counts, codes)
+        if own is not None and own.size:
+            count = count - _lookup(*np.unique(own, return_counts=True), codes)
+        return count > 0
+
+
+def pair_codes(stream: np.ndarray, v: int) -> np.ndarray:
+    return stream[:-1] * v + stream[1:]
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """values[keys == q] for each q of `query` (keys sorted), 0 where absent."""
+    if keys.size == 0:
+        return np.zeros(query.shape, dtype=np.int64)
+    i = np.clip(np.searchsorted(keys, query), 0, keys.size - 1)
+    return np.where(keys[i] == query, values[i], 0)
 
 
 def known_bigrams(records: list[BatchRecord], vocab: int | None) -> Known | None:
@@ -152,8 +210,7 @@ def known_bigrams(records: list[BatchRecord], vocab: int | None) -> Known | None
     except (ReplayError, OSError, ValueError):
         return None  # an unreadable shard only disables this statistic
     sample = np.asarray(shard[: min(shard.size, TRAIN_SAMPLE)], dtype=np.int64)
-    v = max(int(sample.max(initial=0)) + 1, vocab or 0)
-    return np.unique(sample[:-1] * v + sample[1:]), v
+    return Known.of(sample, vocab, records[0].source)
 
 
 _NUMERIC = ("entropy_bits", "repeat_frac", "dup_4gram_frac", "bigram_support", "invalid_ids")
@@ -165,7 +222,9 @@ def batch_stats(
     vocab: int | None,
     rare: np.ndarray,
     known: Known | None,
+    own: np.ndarray | None = None,
 ) -> dict[str, Any]:
+    """The batch's statistics; `own`: its pair codes inside known's sample (left out)."""
     flat = tokens.ravel()
     _, counts = np.unique(flat, return_counts=True)
     p = counts / counts.sum()
@@ -174,7 +233,7 @@ def batch_stats(
         "entropy_bits": float(-(p * np.log2(p)).sum()),
         "repeat_frac": float((tokens[:, 1:] == tokens[:, :-1]).mean()),
         "dup_4gram_frac": dup_ngram_frac(tokens, 4),
-        "bigram_support": bigram_support(tokens, rare, known),
+        "bigram_support": bigram_support(tokens, rare, known, own),
         "invalid_ids": invalid,
         "shape": [(r.batch_size, r.seq_len) for r in records],
     }
@@ -190,16 +249,19 @@ def dup_ngram_frac(tokens: np.ndarray, n: int) -> float:
     return float((counts - 1).sum() / grams.shape[0])
 
 
-def bigram_support(tokens: np.ndarray, rare: np.ndarray, known: Known | None) -> float:
-    """Share of adjacent common-token pairs seen in the training sample; NaN if too few."""
+def bigram_support(
+    tokens: np.ndarray, rare: np.ndarray, known: Known | None, own: np.ndarray | None = None
+) -> float:
+    """Share of adjacent common-token pairs seen in the training sample outside the batch's
+    own occurrences (`own`); NaN if too few."""
     if known is None:
         return math.nan
-    seen, v = known
+    v = known.v
     a, b = tokens[:, :-1].ravel(), tokens[:, 1:].ravel()
     keep = ~(np.isin(a, rare) | np.isin(b, rare)) & (a < v) & (b < v) & (a >= 0) & (b >= 0)
     if int(keep.sum()) < MIN_PAIRS:
         return math.nan
-    return float(np.isin(a[keep] * v + b[keep], seen).mean())
+    return float(known.support(a[keep] * v + b[keep], own).mean())
 
 
 def decide(o: dict[str, Any], cs: list[dict[str, Any]]) -> tuple[str, str]:
@@ -229,7 +291,7 @@ def _far(o: dict[str, Any], cs: list[dict[str, Any]], c: dict[str, float]) -> li
         if o[key] >= 0.5 and o[key] >= 3 * c[key]:
             flags.append(f"{key} {o[key]:.3f} vs {c[key]:.3f}")
     sup, csup = o["bigram_support"], c["bigram_support"]
-    if math.isfinite(sup) and math.isfinite(csup) and sup <= 0.5 * csup:
+    if _support_usable(sup, csup) and sup <= 0.5 * csup:
         flags.append(f"bigram support {sup:.3f} vs {csup:.3f} (pairs unseen in training)")
     return flags
 
@@ -240,5 +302,10 @@ def _close(o: dict[str, Any], c: dict[str, float]) -> bool:
         o["invalid_ids"] == 0
         and 0.8 <= ratio(o["entropy_bits"], c["entropy_bits"]) <= 1.25
         and all(o[k] <= 1.5 * c[k] + 0.05 for k in ("repeat_frac", "dup_4gram_frac"))
-        and (not math.isfinite(sup) or not math.isfinite(csup) or sup >= 0.8 * csup)
+        and (not _support_usable(sup, csup) or sup >= 0.8 * csup)
     )
+
+
+def _support_usable(sup: float, csup: float) -> bool:
+    """Both measured, and the controls find most of their pairs elsewhere in the sample."""
+    return math.isfinite(sup) and math.isfinite(csup) and csup >= MIN_CONTROL_SUPPORT

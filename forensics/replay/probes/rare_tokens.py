@@ -155,7 +155,7 @@ def no_rare_excess(frac: float, control_frac: float, positions: float) -> str | 
 def decide(o: dict[str, float], d: float, explains: bool, alone: float) -> tuple[str, str]:
     share, lshare = o["rare_grad_share"], o["rare_loss_share"]
     facts = (
-        f"loss-carrying tokens {d:.2f} decades rarer than in controls, rare positions hold "
+        f"loss-carrying tokens {_rarer(d)} than in controls, rare positions hold "
         f"{lshare:.0%} of the loss and {share:.0%} of the gradient"
     )
     if math.isfinite(alone):
@@ -166,6 +166,12 @@ def decide(o: dict[str, float], d: float, explains: bool, alone: float) -> tuple
     if d < 0.5 or share < 0.25 or (math.isfinite(alone) and alone >= 0.5):
         return REFUTED, facts
     return INCONCLUSIVE, facts + ("" if explains else "; the batch does not explain the spike")
+
+
+def _rarer(d: float) -> str:
+    """`d` decades rarer, said the right way round when the tokens are more common (a batch
+    of one frequent token repeated read "-0.51 decades rarer")."""
+    return f"{d:.2f} decades rarer" if d >= 0 else f"{-d:.2f} decades more common"
 
 
 def position_freq(batch: Batch, freq: Freq, vocab: int) -> np.ndarray:
