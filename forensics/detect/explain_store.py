@@ -47,4 +47,8 @@ def write(store: Store, det: Detection) -> None:
                 "INSERT INTO hypotheses VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", hyps
             )
         if nxt:
-            store.con.executemany("INSERT INTO log_next VALUES (?, ?, ?, ?, ?, ?)", nxt)
+            store.con.executemany(
+                "INSERT INTO log_next (run_id, incident_id, rank, metric, separates, why) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                nxt,
+            )

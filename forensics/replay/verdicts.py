@@ -297,6 +297,26 @@ def apply_verdicts(store: Store, run_id: str) -> None:
             contribs = roles(t)
             _write_contributions(store, run_id, incident_id, contribs)
             _update_incident(store, run_id, incident_id, t, best, contribs)
+            _settle_log_next(store, run_id, incident_id, t)
+
+
+def _settle_log_next(store: Store, run_id: str, incident_id: int, t: dict[str, Tested]) -> None:
+    """Mark the incident's `log_next` rows whose every separated cause replay has confirmed
+    or refuted: detect asked for the metric to tell those causes apart (often the batch
+    tokens, "for replay"), and replay has since told them apart, so the post-mortem must not
+    still ask for it. Recomputed from detect's rows each time (idempotent)."""
+    rows = store.con.execute(
+        "SELECT rank, separates FROM log_next WHERE run_id = ? AND incident_id = ?",
+        [run_id, incident_id],
+    ).fetchall()
+    for rank, separates in rows:
+        causes = json.loads(separates) if separates else []
+        settled = bool(causes) and all(verdict_of(c, t) in (CONFIRMED, REFUTED) for c in causes)
+        store.con.execute(
+            "UPDATE log_next SET settled_by_replay = ? "
+            "WHERE run_id = ? AND incident_id = ? AND rank = ?",
+            [settled, run_id, incident_id, rank],
+        )
 
 
 def _write_contributions(

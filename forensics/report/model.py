@@ -209,6 +209,8 @@ def _load_explained(store: Store, run_id: str, by_id: dict[int, Incident]) -> No
     if has_table(store, "log_next"):
         sql = "SELECT * FROM log_next WHERE run_id = ? ORDER BY incident_id, rank"
         for r in _rows(store, sql, run_id):
+            if r.get("settled_by_replay"):
+                continue  # replay told its causes apart (replay/verdicts.py)
             if r["incident_id"] in by_id:
                 sep = _json(r["separates"], [])
                 by_id[r["incident_id"]].log_next.append(

@@ -289,6 +289,10 @@ METRICS_VIEW = """CREATE OR REPLACE VIEW metrics AS
 # these with `ADD COLUMN IF NOT EXISTS` (additive, so any stage may append here).
 ADDED_COLUMNS: list[tuple[str, str, str]] = [
     ("incidents", name, kind) for name, kind in INCIDENT_COLUMNS_V3.items()
+] + [
+    # replay decided every cause the metric would have separated (replay/verdicts.py): the
+    # report no longer asks for it
+    ("log_next", "settled_by_replay", "BOOLEAN DEFAULT false"),
 ]
 
 ALL_DDL = INGEST_DDL + [METRICS_VIEW] + DETECT_DDL + EXPLAIN_DDL + REPLAY_DDL

@@ -112,6 +112,29 @@ def test_analyze_table_says_the_cause_replay_left(analysis: dict[str, Any]) -> N
     assert re.search(rf"{cause} .*\({conf:.2f}\), replay confirmed", text), analysis["text"]
 
 
+def test_what_to_log_next_leaves_out_what_replay_decided(analysis: dict[str, Any]) -> None:
+    """Detection asked for Adam's beta2 (stale beta2?) and the loss scale (fp16 overflow?),
+    which the Trainer's log does not hold; replay, through the run's own model, refuted both
+    causes: the post-mortem no longer asks for them, and the page reads back against the
+    store (tests/report/explained.py works out the settled rows itself)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
+    from consistency import check_report
+
+    with open_store(analysis["db"]) as store:
+        rows = store.query("SELECT metric, separates, settled_by_replay FROM log_next").rows()
+        run_id = store.query("SELECT run_id FROM incidents")["run_id"][0]
+        assert check_report(analysis["out"], store, run_id) == []
+    assert {(m, sep, done) for m, sep, done in rows} == {
+        ("beta2", '["stale_beta2"]', True), ("loss_scale", '["fp16_overflow"]', True)
+    }  # fmt: skip
+    verdicts = _replays(analysis["db"])
+    assert verdicts["stale_beta2"][0] == verdicts["overflow"][0] == "refuted"
+    (pm,) = (analysis["out"] / "postmortems").glob("spike-*.md")
+    assert "What to log next" not in pm.read_text()
+
+
 def test_onset_is_the_first_high_loss(analysis: dict[str, Any]) -> None:
     """The rare batch's loss is logged at RARE_STEP and the step before is noise: the onset
     is RARE_STEP, not the point ruptures paired with the jump (its segments hold >= 2

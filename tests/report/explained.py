@@ -119,13 +119,23 @@ def _hypotheses(body: str, row: dict[str, Any], store: Store, run_id: str) -> li
 
 
 def _log_next(body: str, row: dict[str, Any], store: Store, run_id: str) -> list[str]:
-    stored = sorted(rows(store, "log_next", run_id, row["incident_id"]), key=lambda r: r["rank"])
-    want = [r["metric"] for r in stored][:2]
+    """The line names the stored rows in rank order, leaving out exactly those whose every
+    separated cause replay has since confirmed or refuted (worked out here from the rows)."""
+    n = row["incident_id"]
+    stored = sorted(rows(store, "log_next", run_id, n), key=lambda r: r["rank"])
+    out = []
+    for r in stored:
+        causes = json.loads(r["separates"] or "[]")
+        decided = bool(causes) and all(_replay(store, run_id, n, c) for c in causes)
+        if bool(r.get("settled_by_replay")) != decided:
+            out.append(f"log next {r['metric']}: settled {r.get('settled_by_replay')}, "
+                       f"but replay decided {causes}: {decided}")  # fmt: skip
+    want = [r["metric"] for r in stored if not r.get("settled_by_replay")][:2]
     line = re.search(r"^\*\*What to log next:\*\* (.*)$", body, re.M)
     shown = re.findall(r"`([^`]+)`: ", line.group(1)) if line else []
     if shown != want:
-        return [f"log next shows {shown}, stored log_next {want}"]
-    return []
+        out.append(f"log next shows {shown}, stored log_next {want}")
+    return out
 
 
 def _cross_run(body: str, row: dict[str, Any], store: Store, run_id: str) -> list[str]:

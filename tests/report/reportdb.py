@@ -648,7 +648,8 @@ def _explained(store: Store) -> None:
                    'refuted by the log (type == "recoverable" and lr_frac < 0.5): '
                    "lr_frac=0.31, type=recoverable", [])  # fmt: skip
     store.con.execute(
-        "INSERT INTO log_next VALUES (?, 2, 1, 'grad_norm', '[\"rare_tokens\"]', ?)",
+        "INSERT INTO log_next (run_id, incident_id, rank, metric, separates, why) "
+        "VALUES (?, 2, 1, 'grad_norm', '[\"rare_tokens\"]', ?)",
         [run, "log the pre-clip gradient norm every step (a batch's gradient lasts one "
               "step) to evaluate rare tokens"],
     )  # fmt: skip
