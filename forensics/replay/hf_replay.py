@@ -130,7 +130,7 @@ class HFRun:
         self.store.insert_frame("token_counts", frame)
         self.data.token_counts = counts.astype(np.float64)
         name = Path(str(self.sources.dataset)).name
-        return Freq(self.data.token_counts, f"unigram counts of the dataset {name}")
+        return Freq(self.data.token_counts, f"unigram counts of the dataset at {name}/")
 
     def tokenizer_paths(self) -> list[Path]:
         paths = [self.sources.tokenizer] if self.sources.tokenizer else []

@@ -8,6 +8,7 @@ same Markdown.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -363,8 +364,14 @@ def load_config(store: Store, run_id: str) -> dict[str, Any]:
 
 
 def load_sources(store: Store, run_id: str) -> list[dict[str, Any]]:
-    sql = "SELECT path, kind, format, rows FROM sources WHERE run_id = ? ORDER BY kind, path"
-    return _rows(store, sql, run_id)
+    """The run's source files by kind, then path in natural order (checkpoint-50 before
+    checkpoint-100, as a reader counts steps)."""
+    sql = "SELECT path, kind, format, rows FROM sources WHERE run_id = ?"
+    return sorted(_rows(store, sql, run_id), key=lambda r: (r["kind"], _natural(r["path"])))
+
+
+def _natural(text: str) -> list[tuple[int, int | str]]:
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text)]
 
 
 def load_checkpoint_steps(store: Store, run_id: str) -> list[int]:

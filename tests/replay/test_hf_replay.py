@@ -135,6 +135,15 @@ def test_what_to_log_next_leaves_out_what_replay_decided(analysis: dict[str, Any
     assert "What to log next" not in pm.read_text()
 
 
+def test_sources_list_checkpoints_in_step_order(analysis: dict[str, Any]) -> None:
+    """The Trainer's checkpoint-50, -100, -150 are listed as a reader counts steps, not as
+    strings sort (checkpoint-100 before checkpoint-50)."""
+    (pm,) = (analysis["out"] / "postmortems").glob("spike-*.md")
+    line = next(x for x in pm.read_text().splitlines() if x.startswith("Sources: "))
+    steps = [int(m) for m in re.findall(r"checkpoint-(\d+)\b", line)]
+    assert len(steps) >= 3 and steps == sorted(steps), line
+
+
 def test_onset_is_the_first_high_loss(analysis: dict[str, Any]) -> None:
     """The rare batch's loss is logged at RARE_STEP and the step before is noise: the onset
     is RARE_STEP, not the point ruptures paired with the jump (its segments hold >= 2
