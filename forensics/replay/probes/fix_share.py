@@ -145,11 +145,15 @@ class FixShare:
     baseline: Baseline = field(default_factory=Baseline)
     other_clean: list[list[float]] = field(default_factory=list)  # the other draws' runs
 
-    def _diffs(self, losses: list[float]) -> list[float]:
-        return [added(x, c) for x, c in zip(losses, self.clean, strict=True)]
+    def _diffs(self, losses: list[float], clean: list[float]) -> list[float]:
+        return [added(x, c) for x, c in zip(losses, clean, strict=True)]
 
-    def _peak(self, losses: list[float]) -> tuple[float, int | None]:
-        d = self._diffs(losses)
+    def _peak(
+        self, losses: list[float], clean: list[float] | None = None
+    ) -> tuple[float, int | None]:
+        """The largest loss above the run without the trigger (this baseline's, or another
+        draw's `clean`) and its step."""
+        d = self._diffs(losses, self.clean if clean is None else clean)
         if not d:
             return 0.0, None
         i = max(range(len(d)), key=d.__getitem__)
@@ -168,10 +172,10 @@ class FixShare:
         return self._share(self.clean)
 
     def _share(self, clean: list[float]) -> float | None:
-        hurt = _peak_of(self.original, clean)
+        hurt = self._peak(self.original, clean)[0]
         if not self.steps or hurt <= self.a:
             return None
-        return 1.0 - _peak_of(self.fixed, clean) / hurt
+        return 1.0 - self._peak(self.fixed, clean)[0] / hurt
 
     @property
     def draws(self) -> list[float | None]:
@@ -223,10 +227,6 @@ class FixShare:
             )
             + spread_text(self.spread, len(self.draws))
         )
-
-
-def _peak_of(losses: list[float], clean: list[float]) -> float:
-    return max([0.0, *(added(x, c) for x, c in zip(losses, clean, strict=True))])
 
 
 def added(loss: float, clean: float) -> float:

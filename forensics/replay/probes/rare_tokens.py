@@ -95,11 +95,12 @@ def tokens_only(s: Session, no_state: ReplayResult) -> ReplayResult:
     tau = float(np.percentile(np.concatenate(ctrl_f), RARE_PCT))
     off_f = position_freq(off, freq, vocab)
     pooled = float(np.mean([(f < tau).mean() for f in ctrl_f]))
-    plain = no_rare_excess(float((off_f < tau).mean()), pooled, off_f.size)
+    frac = float((off_f < tau).mean())
+    plain = no_rare_excess(frac, pooled, off_f.size)
     if plain is None:
         return no_state
     numbers = {"step": s.plan.offending, "freq_source": freq.source, "state_free": True,
-               "rare_frac": float((off_f < tau).mean()), "control_rare_frac": pooled,
+               "rare_frac": frac, "control_rare_frac": pooled,
                "rare_threshold_freq": tau}  # fmt: skip
     detail = f"{plain}; read from the tokens alone ({no_state.detail.removeprefix('not run: ')})"
     return s.result(PROBE, HYPOTHESIS, REFUTED, numbers, detail)
