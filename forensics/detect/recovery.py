@@ -272,15 +272,18 @@ def run_cost(incidents: list[Incident], last_step: int, gpu_hour_cost: float | N
     tok = first.tokens_per_step if first else None
     secs = first.seconds_per_step if first else None
     world = first.world_size if first else None
-    gpu_h = union * secs * world / 3600.0 if secs is not None and world else None
-    return RunCost(
-        incidents=len(incidents),
-        steps_lost=union,
-        overlap_steps=own - union,
-        tokens_lost=union * tok if tok else None,
-        gpu_hours_lost=gpu_h,
-        cost_usd=gpu_h * gpu_hour_cost if gpu_h is not None and gpu_hour_cost is not None else None,
-    )
+    tokens, gpu_h, usd = price(union, tok, secs, world, gpu_hour_cost)
+    return RunCost(len(incidents), union, own - union, tokens, gpu_h, usd)
+
+
+def price(
+    steps: int, tok: float | None, secs: float | None, world: float | None, usd: float | None
+) -> tuple[float | None, float | None, float | None]:
+    """Tokens, GPU-hours and dollars of `steps` (module doc), each None when a factor is
+    unknown: one formula for an incident and for the run's total."""
+    tokens = steps * tok if tok else None
+    gpu_h = steps * secs * world / 3600.0 if secs is not None and world else None
+    return tokens, gpu_h, (gpu_h * usd if gpu_h is not None and usd is not None else None)
 
 
 def _cost(inc: Incident, data: RunData, gpu_hour_cost: float | None) -> None:
@@ -290,12 +293,8 @@ def _cost(inc: Incident, data: RunData, gpu_hour_cost: float | None) -> None:
     if tok is None and secs is not None and _tokens_per_s(data):
         tok = secs * _tokens_per_s(data)  # type: ignore[operator]
     inc.seconds_per_step, inc.tokens_per_step = secs, tok
-    inc.tokens_lost = lost * tok if tok else None
     world = inc.world_size = number(data.config.get("world_size"))
-    if secs is not None and world:
-        inc.gpu_hours_lost = lost * secs * world / 3600.0
-        if gpu_hour_cost is not None:
-            inc.cost_usd = inc.gpu_hours_lost * gpu_hour_cost
+    inc.tokens_lost, inc.gpu_hours_lost, inc.cost_usd = price(lost, tok, secs, world, gpu_hour_cost)
 
 
 def has_nonfinite(inc: Incident) -> bool:

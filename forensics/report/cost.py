@@ -82,9 +82,7 @@ def _gpu_hours(cost: Cost, inc: Incident, world_size: int | None) -> None:
         (world_size, "--world-size") if world_size else (inc.world_size, "run config `world_size`")
     )
     if secs and world:
-        cost.gpu_hours = inc.gpu_hours_lost
-        if world_size or cost.gpu_hours is None:
-            cost.gpu_hours = steps * secs * world / 3600
+        cost.gpu_hours = refill_gpu_hours(inc.gpu_hours_lost, steps, secs, world, world_size)
         cost.gpu_hours_how = (
             f"{plural(steps, 'step')} × {num(secs)} s/step × {plural(world, 'GPU')} "
             f"({world_how}) ÷ 3600"
@@ -100,6 +98,14 @@ def _gpu_hours(cost: Cost, inc: Incident, world_size: int | None) -> None:
             "GPU-hours: number of GPUs unknown (pass `--world-size N` or log `world_size` "
             "in the run config)"
         )
+
+
+def refill_gpu_hours(
+    stored: float | None, steps: int, secs: float, world: float, world_size: int | None
+) -> float:
+    """Detect's GPU-hours, recomputed only where `--world-size` gives the GPU count (it
+    wins) or detect did not know it."""
+    return steps * secs * world / 3600 if world_size or stored is None else stored
 
 
 def _dollars(cost: Cost, inc: Incident, gpu_hour_cost: float | None) -> None:
@@ -128,8 +134,8 @@ def totals(
     first = incidents[0] if incidents else None
     world = world_size or (first.world_size if first else None)
     secs = first.seconds_per_step if first else None
-    if steps is not None and secs and world and (world_size or gpu_h is None):
-        gpu_h = steps * secs * world / 3600
+    if steps is not None and secs and world:
+        gpu_h = refill_gpu_hours(gpu_h, steps, secs, world, world_size)
     if gpu_h is not None and gpu_hour_cost is not None:
         usd_ = gpu_h * gpu_hour_cost
     overlap = int(stored["overlap_steps"] or 0)
