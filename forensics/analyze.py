@@ -209,6 +209,15 @@ def analyze(
     )
 
 
+def stored_tables(result: AnalyzeResult) -> list[tuple[Detection, dict[int, str]]]:
+    """Each run's detection as the store holds it after replay, with the replay verdict of
+    each incident's cause (detect.store.as_stored): what the terminal table prints."""
+    from forensics.detect.store import as_stored
+
+    with open_store(result.db, read_only=True) as store:
+        return [as_stored(store, d) for d in result.detections]
+
+
 def _detect_all(ctx: AnalyzeContext) -> dict[str, Detection]:
     """Detect every run of the store at once, so each run's cross-run evidence (stored in
     its hypotheses) knows all the others and agrees with the `recurrences` table. Runs the

@@ -112,32 +112,6 @@ def detect(
         print_detection(det)
 
 
-def after_replay(db: Path, det: Detection) -> tuple[Detection, dict[int, str]]:
-    """The incidents as stored after analyze's replay step: replay may change an incident's
-    cause, confidence and recovery (apply_verdicts), and the table must say what README.md
-    and incidents.json say, not detection's first guess."""
-    from dataclasses import replace
-
-    from forensics.store import open_store
-
-    with open_store(db) as store:
-        rows = store.query(
-            "SELECT incident_id, cause, confidence, recovery, restart_checkpoint_step, replay "
-            "FROM incidents WHERE run_id = ?",
-            [det.run_id],
-        ).rows()
-    stored = {r[0]: r[1:] for r in rows}
-    incidents, verdicts = [], {}
-    for inc in det.incidents:
-        if inc.id not in stored:
-            incidents.append(inc)
-            continue
-        cause, conf, recovery, restart, verdicts[inc.id] = stored[inc.id]
-        incidents.append(replace(inc, cause=cause, confidence=conf or 0.0, recovery=recovery,
-                                 restart_checkpoint_step=restart))  # fmt: skip
-    return replace(det, incidents=incidents), verdicts
-
-
 @app.command()
 def analyze(
     path: Path = typer.Argument(..., help="Log file or run folder.", show_default=False),
@@ -168,7 +142,7 @@ def analyze(
 
     Example: forensics analyze sample_logs/rare_tokens --out analysis/ --no-replay
     """
-    from forensics.analyze import AnalyzeOptions
+    from forensics.analyze import AnalyzeOptions, stored_tables
     from forensics.analyze import analyze as run_analyze
 
     # Replay's sources load torch: built only when the run will be replayed.
@@ -190,8 +164,8 @@ def analyze(
     )
     with status("analyzing") as spinner:
         result = run_analyze(path, out, db=db, options=options, progress=spinner.update)
-    for detection in result.detections:  # one per run found under PATH
-        print_detection(*after_replay(result.db, detection))
+    for detection, verdicts in stored_tables(result):  # one per run found under PATH
+        print_detection(detection, verdicts)
     for note in result.notes:
         err_console.print(f"note: {note}", highlight=False)
     for p in result.outputs:

@@ -259,6 +259,28 @@ def require_detected(store: Store, run_id: str, db: object = "DB") -> None:
         )
 
 
+def as_stored(store: Store, det: Detection) -> tuple[Detection, dict[int, str]]:
+    """`det` with each incident's cause, confidence, recovery and restart checkpoint as the
+    store holds them now, and the replay verdict of each cause: replay may have changed them
+    (apply_verdicts), and a table printed after it must say what README.md and
+    incidents.json say, not detection's first guess."""
+    rows = store.query(
+        "SELECT incident_id, cause, confidence, recovery, restart_checkpoint_step, replay "
+        "FROM incidents WHERE run_id = ?",
+        [det.run_id],
+    ).rows()
+    stored = {r[0]: r[1:] for r in rows}
+    incidents, verdicts = [], {}
+    for inc in det.incidents:
+        if inc.id not in stored:
+            incidents.append(inc)
+            continue
+        cause, conf, recovery, restart, verdicts[inc.id] = stored[inc.id]
+        incidents.append(dataclasses.replace(inc, cause=cause, confidence=conf or 0.0,
+                         recovery=recovery, restart_checkpoint_step=restart))  # fmt: skip
+    return dataclasses.replace(det, incidents=incidents), verdicts
+
+
 def incidents_frame(store: Store, run_id: str) -> pl.DataFrame:
     return store.query("SELECT * FROM incidents WHERE run_id = ? ORDER BY incident_id", [run_id])
 
