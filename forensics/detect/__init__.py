@@ -78,7 +78,7 @@ def _detect_one(
     gpu_hour_cost: float | None,
     spikes: list[recurrence.RunSpikes],
 ) -> Detection:
-    from forensics.detect import coverage, explain_store
+    from forensics.detect import coverage, explain_store, rollbacks
     from forensics.detect import store as detect_store
     from forensics.detect.detector import detect_data
 
@@ -87,6 +87,8 @@ def _detect_one(
     ckpts = detect_store.checkpoints(store, run_id)
     others = [s for s in spikes if s.run_id != run_id]
     det = detect_data(data, rules, config, ckpts, gpu_hour_cost, others)
+    attempts = rollbacks.load(store, run_id, data.loss_name)
+    det.rollbacks = rollbacks.analyse(data, attempts, det.incidents, rules, config)
     detect_store.write(store, det)
     explain_store.write(store, det)
     if det.coverage is not None:

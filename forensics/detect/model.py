@@ -171,3 +171,4 @@ class Detection:
     notes: list[str] = field(default_factory=list)
     coverage: Any = None  # coverage.Coverage: what the screen did not look at
     cost: Any = None  # recovery.RunCost: the compute lost, each step counted once
+    rollbacks: list[Any] = field(default_factory=list)  # rollbacks.Rollback per attempt

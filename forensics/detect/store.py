@@ -29,7 +29,9 @@ class NotDetectedError(ForensicsError):
 
 # Replays belong to the incidents they tested: a new detection replaces the incidents, so
 # their replays go too (a verdict must never be shown beside an incident it did not test).
-DETECT_TABLES = ("incidents", "findings", "near_misses", "run_cost", "replays", "contributions")
+DETECT_TABLES = (
+    "incidents", "findings", "near_misses", "run_cost", "rollbacks", "replays", "contributions"
+)  # fmt: skip
 DETECTED_KEY = "detected_at:"  # meta key per run: detection ran (even if it found nothing)
 
 
@@ -230,6 +232,9 @@ def write(store: Store, det: Detection) -> None:
             store.insert_frame("findings", pl.DataFrame(findings))
         if near:
             store.insert_frame("near_misses", pl.DataFrame(near))
+        if det.rollbacks:
+            rows = [dataclasses.asdict(r) for r in det.rollbacks]
+            store.insert_frame("rollbacks", pl.DataFrame(rows, infer_schema_length=None))
         if det.cost is not None:
             cost = {"run_id": det.run_id} | dataclasses.asdict(det.cost)
             store.insert_frame("run_cost", pl.DataFrame([cost], schema_overrides=_COST_SCHEMA))
@@ -336,11 +341,17 @@ def incidents_json(store: Store, run_id: str) -> dict[str, Any]:
     )
     cost = store.query("SELECT * EXCLUDE (run_id) FROM run_cost WHERE run_id = ?", [run_id])
     totals = clean(cost.to_dicts()[0]) if cost.height else None
+    rollbacks = store.query(
+        "SELECT * EXCLUDE (run_id) FROM rollbacks WHERE run_id = ? "
+        "ORDER BY resumed_step, source, attempt",
+        [run_id],
+    )
     return {
         "run": run_id,
         "incidents": out,
         "totals": totals,
         "near_misses": clean(near.to_dicts()),
+        "rollbacks": clean(rollbacks.to_dicts()),
     }
 
 

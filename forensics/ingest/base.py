@@ -67,6 +67,9 @@ class ReadResult:
         self.warnings = warnings if warnings is not None else []
         self._events = events  # None: no events (the empty frame is built on first use)
         self._release = release
+        # rows a resume wrote over in this source (pipeline._drop_repeated_steps): long rows
+        # plus `attempt`, the file segment each was logged in
+        self.superseded: pl.DataFrame | None = None
 
     @property
     def events(self) -> pl.DataFrame:

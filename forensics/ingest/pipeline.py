@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import forensics.ingest.readers  # noqa: F401 - registers the readers once, at import
-from forensics.canon import alias_table
+from forensics.canon import AliasTable, alias_table
 from forensics.errors import ForensicsError, InputError, one_line
 from forensics.ingest import batches, checkpoints, config, identity
 from forensics.ingest.base import (
@@ -120,18 +120,28 @@ def _read_metrics(
 
 
 def _drop_repeated_steps(result: ReadResult) -> None:
-    """A resumed run logs some steps twice: keep the last value, say so as a warning."""
+    """A resumed run logs some steps twice: keep the last value, say so as a warning.
+
+    The values the resume wrote over are the attempt the run abandoned (often the spike or
+    the NaN that made someone roll it back): they are kept in `result.superseded`, each
+    with the index of the file segment (`attempt`, counted from 0 where the series' step
+    goes back) it was logged in, and stored in `conflicts` (rule REWOUND), never dropped."""
     if not any(_repeats_steps(b) for b in result.blocks):
         return
-    long = result.metrics
+    long = result.metrics.with_row_index("_row")
     before = long.height
-    long = long.unique(subset=["step", "raw_name"], keep="last", maintain_order=True).sort("step")
+    back = (pl.col("step").diff().over("raw_name") <= 0).fill_null(False)
+    long = long.with_columns(back.cast(pl.Int32).cum_sum().over("raw_name").alias("attempt"))
+    last = pl.col("_row") == pl.col("_row").max().over("step", "raw_name")
+    result.superseded = long.filter(~last).drop("_row")
+    long = long.filter(last).drop("_row", "attempt").sort("step")
     result.release()  # what was staged is superseded by the rows below
     result.metrics = long
     repeated = before - long.height
     result.warnings.append(
         f"{repeated} repeated (step, metric) rows from a restart or resume: kept the last "
-        "value of each"
+        "value of each; the earlier ones (the attempt the run went back from) are in table "
+        "`conflicts`"
         if repeated
         else "the steps of some series go back in the file (none repeats): sorted by step"
     )
@@ -169,6 +179,7 @@ def _store_metrics(
         store.insert_metric_block(run_id, source, block, [table.canonical(n) for n in block.names])
         for block in result.blocks
     )
+    _store_superseded(store, run_id, source, result, table)
     if result.has_events:
         store.insert_frame(
             "events",
@@ -180,6 +191,29 @@ def _store_metrics(
         store.upsert_run(run_id, source, reader.name, result.config)
     store.record_source(run_id, source, "metrics", reader.name, rows, result.warnings, digest)
     return SourceSummary(source, "metrics", reader.name, rows, result.warnings)
+
+
+def _store_superseded(
+    store: Store, run_id: str, source: str, result: ReadResult, table: AliasTable
+) -> None:
+    """The values a resume wrote over, into `conflicts` beside the value kept (rule
+    conflicts.REWOUND): the abandoned attempt stays in the store as evidence."""
+    old = result.superseded
+    if old is None or old.height == 0:
+        return
+    kept = result.metrics.select("step", "raw_name", pl.col("value").alias("kept_value")).unique(
+        subset=["step", "raw_name"], keep="last"
+    )
+    names = {n: table.canonical(n) for n in old["raw_name"].unique().to_list()}
+    frame = old.join(kept, on=["step", "raw_name"], how="left").with_columns(
+        pl.lit(run_id).alias("run_id"),
+        pl.col("raw_name").replace_strict(names, return_dtype=pl.Utf8).alias("metric"),
+        pl.lit(source).alias("source"),
+        pl.col("raw_name").alias("kept_raw_name"),
+        pl.lit(source).alias("kept_source"),
+        pl.lit(conflicts.REWOUND).alias("rule"),
+    )
+    store.insert_frame("conflicts", frame)
 
 
 def _store_other(

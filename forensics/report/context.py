@@ -108,6 +108,12 @@ class RunReport:
     min_severity: str
     screen: dict[str, Any] | None = None  # detect's screen_coverage row
     source_names: list[dict[str, Any]] = field(default_factory=list)
+    rollbacks: list[dict[str, Any]] = field(default_factory=list)  # detect's `rollbacks`
+
+    @property
+    def troubled_rollbacks(self) -> list[dict[str, Any]]:
+        """The abandoned attempts in which detect found an incident."""
+        return [r for r in self.rollbacks if r["incident_type"] is not None]
 
     @property
     def screen_note(self) -> str | None:
@@ -161,6 +167,7 @@ def build_report(
         types=_type_counts(views),
         min_severity=opts.min_severity,
         screen=screen,
+        rollbacks=model.load_rollbacks(store, run_id),
     )
 
 

@@ -287,6 +287,14 @@ def load_run_cost(store: Store, run_id: str) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
+def load_rollbacks(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """detect's `rollbacks` rows (attempts the run went back from), in log order."""
+    if not has_table(store, "rollbacks"):
+        return []
+    sql = "SELECT * FROM rollbacks WHERE run_id = ? ORDER BY resumed_step, source, attempt"
+    return _rows(store, sql, run_id)
+
+
 NEW_COLUMNS = tuple(INCIDENT_COLUMNS_V3)  # detect columns added after the first schema
 
 

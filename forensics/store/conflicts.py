@@ -22,6 +22,12 @@ Every other value moves to the `conflicts` table, beside the value kept and the 
 decided, and the ingest warns with counts. Before an ingest the losers of earlier ingests
 are put back (`restore`), so re-ingesting any source of the run decides again from all
 values, and nothing is lost or stored twice however often a run is ingested.
+
+One file can log a step twice too: a run resumed from a checkpoint appends to its log, and
+the steps after the checkpoint come again. Ingest keeps the later value (the run went on
+from it) and stores the earlier one here under rule REWOUND, with the file segment it was
+logged in (`attempt`). Those are decided once, by the file's own order, so `restore` leaves
+them alone; they leave with their source (Store.clear_source).
 """
 
 from __future__ import annotations
@@ -34,6 +40,10 @@ _DUPS = "_forensics_dups"
 # what forensics.record writes (forensics/record/recorder.py: FOLDER/METRICS), any separator
 RECORDER_PATH = r"(^|[/\\])forensics[/\\]metrics\.jsonl$"
 _KEEP = "_forensics_keep"
+# the rule of a value a resume wrote over in the same file (ingest/pipeline.py)
+REWOUND = "rewound in this file"
+# the rule of a value a later resume segment (another file) wrote over: `resolve` below
+RESUMED = "later resume segment"
 
 
 @dataclass
@@ -66,13 +76,14 @@ class Conflict:
 def restore(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
     """Put the run's earlier losers back among its values (one single-column block per
     series) and empty its `conflicts`, so that the next `resolve` decides from everything."""
-    (n,) = con.execute("SELECT count(*) FROM conflicts WHERE run_id = ?", [run_id]).fetchall()[0]
+    contest = f"run_id = ? AND rule IS DISTINCT FROM '{REWOUND}'"
+    (n,) = con.execute(f"SELECT count(*) FROM conflicts WHERE {contest}", [run_id]).fetchall()[0]
     if not n:
         return
     base = _next_block_id(con)
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {_KEEP} AS SELECT c.*, {base} - 1 + dense_rank() OVER "
-        "(ORDER BY source, raw_name, metric) AS new_id FROM conflicts c WHERE run_id = ?",
+        f"(ORDER BY source, raw_name, metric) AS new_id FROM conflicts c WHERE {contest}",
         [run_id],
     )
     try:
@@ -81,7 +92,7 @@ def restore(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
             f"raw_name FROM {_KEEP}"
         )
         con.execute(f"INSERT INTO metric_rows SELECT new_id, step, wall_time, [value] FROM {_KEEP}")
-        con.execute("DELETE FROM conflicts WHERE run_id = ?", [run_id])
+        con.execute(f"DELETE FROM conflicts WHERE {contest}", [run_id])
     finally:
         con.execute(f"DROP TABLE IF EXISTS {_KEEP}")
 
@@ -140,7 +151,7 @@ def _move_losers(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Conflict]:
         "k.raw_name, k.source, CASE WHEN k.recorded <> l.recorded THEN 'recorder' "
         "WHEN k.structured <> l.structured THEN 'structured source' "
         "WHEN k.canonical <> l.canonical THEN 'canonical name' "
-        "WHEN k.segment <> l.segment THEN 'later resume segment' ELSE 'path order' END "
+        f"WHEN k.segment <> l.segment THEN '{RESUMED}' ELSE 'path order' END "
         f"FROM {_DUPS} l JOIN {_DUPS} k ON k.metric = l.metric AND k.step = l.step "
         "AND k.pick = 1 WHERE l.pick > 1",
         {"run": run_id},
@@ -149,8 +160,9 @@ def _move_losers(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Conflict]:
     rows = con.execute(
         "SELECT source, kept_source, rule, count(*), min(step), max(step), "
         "count(*) FILTER (value IS DISTINCT FROM kept_value AND NOT (isnan(value) AND "
-        "isnan(kept_value))) FROM conflicts WHERE run_id = ? GROUP BY ALL ORDER BY ALL",
-        [run_id],
+        "isnan(kept_value))) FROM conflicts WHERE run_id = ? AND rule IS DISTINCT FROM ? "
+        "GROUP BY ALL ORDER BY ALL",
+        [run_id, REWOUND],
     ).fetchall()
     return [Conflict(*r) for r in rows]
 

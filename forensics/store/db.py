@@ -187,7 +187,7 @@ class Store:
         One query finds the tables holding any (none, for a new source): a DELETE per
         table was a dozen statements on every ingest."""
         tables = [("metric_columns", "source"), ("sources", "path")]
-        tables += [("source_fingerprints", "path")]
+        tables += [("source_fingerprints", "path"), ("conflicts", "source")]
         tables += [(t, "manifest" if t == "batches" else "source") for t in PER_SOURCE_TABLES]
         probe = " UNION ALL ".join(
             f"(SELECT '{table}' FROM {table} WHERE run_id = $run AND {col} = $source LIMIT 1)"

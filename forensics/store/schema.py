@@ -149,6 +149,15 @@ DETECT_DDL = [
         run_id VARCHAR, incidents INTEGER, steps_lost BIGINT, overlap_steps BIGINT,
         tokens_lost DOUBLE, gpu_hours_lost DOUBLE, cost_usd DOUBLE
     )""",
+    # Attempts the run went back from (a resume that logged steps again in the same file),
+    # each with its worst incident and what the run did at that step (detect/rollbacks.py).
+    """CREATE TABLE IF NOT EXISTS rollbacks (
+        run_id VARCHAR NOT NULL, source VARCHAR NOT NULL, attempt INTEGER,
+        resumed_step BIGINT, abandoned_step BIGINT, steps_again BIGINT, loss_points BIGINT,
+        nonfinite_points BIGINT, first_nonfinite_step BIGINT, incident_type VARCHAR,
+        onset_step BIGINT, peak_step BIGINT, peak_value DOUBLE, trend_value DOUBLE,
+        run_value DOUBLE, run_incident_id INTEGER
+    )""",
     """CREATE TABLE IF NOT EXISTS incidents (
         run_id VARCHAR NOT NULL,
         incident_id INTEGER NOT NULL,
@@ -293,6 +302,9 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     # replay decided every cause the metric would have separated (replay/verdicts.py): the
     # report no longer asks for it
     ("log_next", "settled_by_replay", "BOOLEAN DEFAULT false"),
+    # a value a resume wrote over in the same file (rule conflicts.REWOUND): the file
+    # segment it was logged in, counted from 0 where the series' step goes back
+    ("conflicts", "attempt", "INTEGER"),
 ]
 
 ALL_DDL = INGEST_DDL + [METRICS_VIEW] + DETECT_DDL + EXPLAIN_DDL + REPLAY_DDL

@@ -197,7 +197,8 @@ def test_resumed_run_on_the_staged_path_keeps_the_last_values(tmp_path: Path) ->
     db = tmp_path / "a.duckdb"
     warnings = ingest_one(db, path)
     assert warnings == [
-        "20 repeated (step, metric) rows from a restart or resume: kept the last value of each"
+        "20 repeated (step, metric) rows from a restart or resume: kept the last value of each; "
+        "the earlier ones (the attempt the run went back from) are in table `conflicts`"
     ]
     loss = {r[0]: r[2] for r in stored(db, "run") if r[1] == "loss"}
     assert len(loss) == 120 and loss[89] == 1.0 and loss[90] == 2.0 and loss[119] == 2.0

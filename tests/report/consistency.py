@@ -36,6 +36,7 @@ from typing import Any
 import explained
 
 from forensics.detect.recovery import RESTARTS
+from forensics.store import conflicts
 from forensics.store.db import Store
 
 NUM = r"([-+]?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|NaN|[+-]?Inf))"
@@ -86,6 +87,7 @@ def check_report(folder: Path, store: Store, run_id: str) -> list[str]:
     problems += _summary(folder / "README.md", incidents)
     problems += _totals(folder / "README.md", incidents, store, run_id)
     problems += _coverage(folder / "README.md", store, run_id)
+    problems += _rollbacks(folder / "README.md", store, run_id)
     for n, row in sorted(incidents.items()):
         problems += [f"incident {n}: {p}" for p in off_trend_problems(row, store, run_id)]
     problems += _screened(folder / "README.md", store, run_id)
@@ -292,6 +294,34 @@ def _totals(
         if m is None or number(m.group(1)) != stored:
             got = m.group(1) if m else "nothing"
             out.append(f"README.md: {name} steps lost {got} != stored {stored}")
+    return out
+
+
+def _rollbacks(readme: Path, store: Store, run_id: str) -> list[str]:
+    """Every abandoned attempt the store holds (the loss values a resume wrote over, in
+    `conflicts`) has its `rollbacks` row, whose step range and non-finite count are those
+    values', and the README's Rollbacks table prints that row."""
+    attempts = store.con.execute(
+        "SELECT source, coalesce(attempt, 0), min(step), max(step), count(*) FILTER "
+        "(NOT isfinite(value)) FROM conflicts WHERE run_id = ? AND metric IN ('loss', "
+        "'val_loss') AND rule IN (?, ?) GROUP BY ALL ORDER BY 3",
+        [run_id, conflicts.REWOUND, conflicts.RESUMED],
+    ).fetchall()
+    rows = explained.rows(store, "rollbacks", run_id) if attempts else []
+    stored = {(r["source"], r["attempt"]): r for r in rows}
+    text = readme.read_text()
+    out = []
+    for source, attempt, lo, hi, bad in attempts:
+        r = stored.get((source, attempt))
+        if r is None:
+            out.append(f"no rollbacks row for attempt {attempt} of {source}")
+            continue
+        got = (r["resumed_step"], r["abandoned_step"], r["steps_again"], r["nonfinite_points"])
+        if got != (lo, hi, hi - lo + 1, bad):
+            out.append(f"rollbacks row {got} != the conflicts' {(lo, hi, hi - lo + 1, bad)}")
+        line = f"| {lo} | {r['steps_again']:,} ({lo}–{hi}) |"
+        if line not in text:
+            out.append(f"README.md: no Rollbacks row starting {line!r}")
     return out
 
 

@@ -1,0 +1,201 @@
+"""Attempts a run went back from: what made someone roll it back, and whether it came again.
+
+A run resumed from a checkpoint appends to its log, so the steps after the checkpoint come
+twice. Ingest keeps the later values as the run's trajectory and the earlier ones in
+`conflicts` (rule REWOUND, with the file segment they were logged in). Those earlier values
+are often the reason for the rollback: the spike, the divergence, the NaN that someone saw
+in the night (tr8-104B rolled back to 6210 after the loss jumped to 11.4; GLM-130B
+restarted from 40700 skipping 40701-40900). Keeping only the trajectory would erase the
+incident that cost the most.
+
+So each abandoned attempt is detected on its own trajectory: the run's values before the
+first step it logged again, then the values it logged itself. The worst incident that
+reaches past that step is the attempt's; the run's own trajectory at the same step says
+what the rollback did:
+
+- it spikes there again (an incident of the run holds the step): the same batch hit the
+  restored model again (or whatever is deterministic at that step), so it is not a
+  transient fault;
+- it passes cleanly: the rollback got past it (a changed seed, data order or LR, a skipped
+  range, or a transient fault that did not come back).
+
+One `rollbacks` row per attempt (detect owns it; the report renders it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from forensics.detect.config import DetectConfig
+from forensics.detect.data import Metric, RunData
+from forensics.detect.model import Incident
+from forensics.detect.rules import Rule
+from forensics.detect.vocab import DIVERGENT, LINGERING
+from forensics.store import Store
+from forensics.store.conflicts import RESUMED, REWOUND
+
+# Worst first: the incident that names an attempt.
+_RANK = {DIVERGENT: 0, LINGERING: 1}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The values one file segment logged at steps a later segment logged again."""
+
+    source: str
+    attempt: int
+    series: dict[str, Metric]  # canonical metric -> its abandoned values
+
+    @property
+    def first(self) -> int:
+        """First step logged again: the run resumed from the step before it (or earlier)."""
+        return min(int(m.steps[0]) for m in self.series.values())
+
+    @property
+    def last(self) -> int:
+        return max(int(m.steps[-1]) for m in self.series.values())
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """One abandoned attempt, and what the run's trajectory did at its worst step."""
+
+    run_id: str
+    source: str
+    attempt: int
+    resumed_step: int  # first step logged again by the later segment
+    abandoned_step: int  # last step the attempt logged that was logged again
+    steps_again: int  # steps trained twice: resumed_step .. abandoned_step
+    loss_points: int
+    nonfinite_points: int
+    first_nonfinite_step: int | None
+    incident_type: str | None  # its worst incident's type (None: none found)
+    onset_step: int | None
+    peak_step: int | None
+    peak_value: float | None
+    trend_value: float | None  # the attempt's pre-spike trend at its onset
+    run_value: float | None  # the run's own loss at the attempt's peak step (first logged)
+    run_incident_id: int | None  # the run's incident holding that step: it came again
+
+
+def load(store: Store, run_id: str, loss_name: str) -> list[Attempt]:
+    """The run's abandoned attempts that logged its loss: the values a resume wrote over,
+    in the same file (rule REWOUND, one attempt per file segment) or from a later file
+    (rule RESUMED, one attempt per earlier file)."""
+    rows = store.con.execute(
+        "SELECT source, coalesce(attempt, 0), metric, step, value FROM conflicts "
+        "WHERE run_id = ? AND rule IN (?, ?) ORDER BY source, 2, metric, step",
+        [run_id, REWOUND, RESUMED],
+    ).fetchall()
+    grouped: dict[tuple[str, int], dict[str, list[tuple[int, float]]]] = {}
+    for source, attempt, metric, step, value in rows:
+        series = grouped.setdefault((source, int(attempt)), {})
+        series.setdefault(metric, []).append((int(step), np.nan if value is None else value))
+    out = []
+    for (source, attempt), series in grouped.items():
+        if loss_name not in series:
+            continue  # an attempt with no loss has no trajectory to judge
+        metrics = {
+            m: Metric(np.array([s for s, _ in v], np.int64), np.array([x for _, x in v], float))
+            for m, v in series.items()
+        }
+        out.append(Attempt(source, attempt, metrics))
+    return out
+
+
+def _spliced(before: Metric | None, after: Metric | None, cut: int) -> Metric | None:
+    """The run's points before `cut`, then the attempt's own."""
+    parts = []
+    if before is not None:
+        i = int(np.searchsorted(before.steps, cut))
+        parts.append((before.steps[:i], before.values[:i]))
+    if after is not None:
+        parts.append((after.steps, after.values))
+    if not parts:
+        return None
+    return Metric(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def attempt_data(data: RunData, a: Attempt) -> RunData:
+    """The attempt's own trajectory: the run up to the first step it logged again, then its
+    values (a metric it did not log again ends at that step)."""
+    cut = a.first
+    loss = _spliced(data.loss, a.series.get(data.loss_name), cut)
+    assert loss is not None
+    aux = {}
+    for name in data.aux.keys() | (a.series.keys() - {data.loss_name}):
+        m = _spliced(data.aux.get(name), a.series.get(name), cut)
+        if m is not None and len(m):
+            aux[name] = m
+    events = [e for e in data.events if e[0] is None or e[0] < cut]
+    run_id = f"{data.run_id} (attempt to step {a.last})"
+    return RunData(run_id, data.loss_name, loss, aux, dict(data.config), None, events)
+
+
+def _worst(incidents: list[Incident], cut: int) -> Incident | None:
+    """The attempt's worst incident reaching past `cut` (earlier ones are the run's own)."""
+    own = [i for i in incidents if i.peak_step >= cut or i.end_step is None]
+    if not own:
+        return None
+    return min(own, key=lambda i: (_RANK.get(i.type, 2), -_rise(i)))
+
+
+def _rise(inc: Incident) -> float:
+    rise = inc.features.get("rise")
+    return float(rise) if isinstance(rise, int | float) else 0.0
+
+
+def _run_value(data: RunData, step: int) -> float | None:
+    """The run's own loss at `step`, or at the first point it logged after it."""
+    st, v = data.loss.window_steps(step, step + max(1.0, data.interval))
+    return float(v[0]) if len(v) else None
+
+
+def _holding(incidents: list[Incident], step: int) -> int | None:
+    """The run's incident whose span holds `step` (it spiked there too)."""
+    for inc in incidents:
+        if inc.onset_step <= step <= inc.span_end:
+            return inc.id
+    return None
+
+
+def analyse(
+    data: RunData,
+    attempts: list[Attempt],
+    run_incidents: list[Incident],
+    rules: list[Rule],
+    cfg: DetectConfig | None = None,
+) -> list[Rollback]:
+    """One Rollback per attempt: its worst incident and what the run did at that step."""
+    from forensics.detect.detector import detect_data  # the detector imports this module
+
+    out = []
+    for a in attempts:
+        loss = a.series[data.loss_name]
+        bad = ~np.isfinite(loss.values)
+        det = detect_data(attempt_data(data, a), rules, cfg)
+        inc = _worst(det.incidents, a.first)
+        peak = None if inc is None else inc.peak_step
+        out.append(
+            Rollback(
+                data.run_id,
+                a.source,
+                a.attempt,
+                a.first,
+                a.last,
+                a.last - a.first + 1,
+                len(loss),
+                int(bad.sum()),
+                int(loss.steps[bad][0]) if bad.any() else None,
+                None if inc is None else inc.type,
+                None if inc is None else inc.onset_step,
+                peak,
+                None if inc is None else inc.peak_value,
+                None if inc is None else inc.pre_value,
+                None if peak is None else _run_value(data, peak),
+                None if peak is None else _holding(run_incidents, peak),
+            )
+        )
+    return out
