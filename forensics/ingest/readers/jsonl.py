@@ -33,6 +33,7 @@ from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.readers import _jsonl_stage as staging
 from forensics.ingest.readers._wide import (
+    COUNTER_TEXT,
     EPOCH_KEYS,
     STEP_KEYS,
     WALL_TIME_KEYS,
@@ -325,6 +326,8 @@ def _add_other(name: str, value: Any, out: dict[str, float]) -> None:
 
 
 def _step_value(key: str, value: Any) -> float:
+    if isinstance(value, str) and (counter := re.match(COUNTER_TEXT, value)):
+        return float(counter.group(1))  # ms-swift `"global_step/max_steps": "12/94"`
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _BadStep(key, value)
     if isinstance(value, float) and not (math.isfinite(value) and value == int(value)):
