@@ -97,3 +97,55 @@ def test_swift_logging_jsonl_large_file_takes_the_same_steps(tmp_path: Path) -> 
     _, m, w = _stored(tmp_path, text, "logging.jsonl")
     assert len(m["loss"]) == 30000 and m["loss"][3] == 3.5 and m["loss"][30002] == 30002.5
     assert not any("file order" in x for x in w)
+
+
+# ----- step keys and prefixes -----------------------------------------------------------------
+ESPNET_3370 = """\
+iterations:57, train acc:0.440, train loss:616.408, train loss ctc:1156.613, train loss att:76.203,
+iterations:58, train acc:0.338, train loss:653.147, train loss ctc:1221.461, train loss att:84.834,
+iterations:59, train acc:0.341, train loss:446.866, train loss ctc:820.044, train loss att:73.688,
+iterations:60, train acc:0.373, train loss:562.624, train loss ctc:1043.094, train loss att:82.154,
+"""  # https://github.com/espnet/espnet/issues/3370
+
+
+def test_iterations_key_is_the_step(tmp_path: Path) -> None:
+    # before: `iterations` was a metric and the records were numbered 1..4 in file order
+    _, m, w = _stored(tmp_path, ESPNET_3370)
+    assert m["loss"] == {57: 616.408, 58: 653.147, 59: 446.866, 60: 562.624}
+    assert m["train_loss_ctc"][58] == 1221.461 and "iterations" not in m
+    assert not any("file order" in x for x in w)
+
+
+PROBTRANSFORMER_2 = """\
+2022-11-19_07:19:29.77 timer valid: 0:00:06.743515  step:1
+2022-11-19_07:19:29.77 LOGGER: save log to json
+2022-11-19_07:19:29.77 timer epoch: 0:29:09.497282  step:1
+2022-11-19_07:19:29.77 #0## START epoch 2 ####################################
+2022-11-19_07:19:29.78 ## Start training
+2022-11-19_07:48:23.57 train_mean_batch_size: 11.281971802819719  step:2
+2022-11-19_07:48:23.57 train_step: 10000  step:2
+2022-11-19_07:48:23.57 train_mean_seq_len: 276.5921407859214  step:2
+2022-11-19_07:48:23.57 train_loss: 0.4796809256076813  step:2
+2022-11-19_07:48:23.57 train_ma_ce_loss: 0.10007310658693314  step:2
+2022-11-19_07:48:23.57 train_rec_constraint: 7.310703949769959e-05  step:2
+2022-11-19_07:48:23.57 train_lamb: 1.722368597984314  step:2
+2022-11-19_07:48:23.60 timer train: 0:28:53.823897  step:2
+2022-11-19_07:48:23.60 ## Start validation
+2022-11-19_07:48:30.40 valid_mean_batch_size: 13.391752577319588  step:2
+2022-11-19_07:48:30.40 valid_step: 96  step:2
+2022-11-19_07:48:30.40 valid_mean_seq_len: 297.2680412371134  step:2
+2022-11-19_07:48:30.40 valid_loss: 4.588891506195068  step:2
+2022-11-19_07:48:30.40 timer valid: 0:00:06.798150  step:2
+2022-11-19_07:48:30.41 LOGGER: save log to json
+2022-11-19_07:48:30.41 timer epoch: 0:29:00.633500  step:2
+2022-11-19_07:48:30.41 #0## START epoch 3 ####################################
+"""  # https://github.com/automl/ProbTransformer/issues/2
+
+
+def test_one_metric_per_line_after_an_underscore_timestamp(tmp_path: Path) -> None:
+    # before: the `2022-11-19_07:48:23.57` prefix stayed, its year was the step of a
+    # `start_epoch` metric, and every `name: value  step:N` line was ignored
+    _, m, _ = _stored(tmp_path, PROBTRANSFORMER_2)
+    assert m["loss"] == {2: 0.4796809256076813} and m["val_loss"] == {2: 4.588891506195068}
+    assert m["train_ma_ce_loss"] == {2: 0.10007310658693314} and m["valid_step"] == {2: 96.0}
+    assert not [k for k in m if "epoch" in k or "timer" in k]  # banners and clocks

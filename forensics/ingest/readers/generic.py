@@ -75,8 +75,9 @@ _PREFIX = (
     r"|\s+[\w.$<>]+:\d+\s+-"  # log4j `Class$:295 -`
     r"|[\s:|\]\-]*\w*:[\w.]*:)?[\s:|\]\-]*"  # `INFO:root:`
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"  # glog (torchrun warnings)
-    # a timestamp, after an upper-case tag (NVIDIA DLLogger's `DLL 2020-05-29 11:31:45.76 - `)
-    r"|(?:[A-Z]{2,8}\s+)?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    # a timestamp, after an upper-case tag (NVIDIA DLLogger's `DLL 2020-05-29 11:31:45.76 - `);
+    # `2022-11-19_07:48:23.57` (ProbTransformer) joins date and time with `_`
+    r"|(?:[A-Z]{2,8}\s+)?\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
     r"(?:\s+-\s)?"
     # [rank0]:, [2024-05-01 12:00:00], [titan] ... but not [step=1/10] nor [Iteration 5]
     r"|\[(?:[^\]=sSiI][^\]=]*)?\]:?"
@@ -97,6 +98,7 @@ _STEP_KEYS = (
     "step",
     "steps",
     "iteration",
+    "iterations",
     "iter",
     "it",
     "s",
