@@ -2,7 +2,8 @@
 
 Nested objects become '/'-joined raw names (`{"train": {"loss": 2}}` → `train/loss`); the
 step, wall-time and value rules are those of `_wide` (step keys, in order of preference:
-trainer/global_step, global_step, step, iteration, iter, _step). Bare `NaN`, `Infinity`
+trainer/global_step, global_step, global_step/max_steps, step, iteration, iter, _step; a
+step written "N/M" is N). Bare `NaN`, `Infinity`
 and `-Infinity` tokens (Python's `json.dumps` writes them) are values; `null` is no data;
 booleans are 0/1; text that does not spell a number is skipped.
 
