@@ -7,8 +7,10 @@ drift apart:
 * Step column: the first of `STEP_KEYS` present. `trainer/global_step` and `global_step`
   beat `step`, because W&B's `_step` and Lightning's per-call counters are log-call
   counters, not optimizer steps; `step` beats `iteration`/`iter` because litgpt-style logs
-  count micro-iterations there. Every step key is bookkeeping, never a metric. A record
-  without the chosen step is skipped with a warning; a non-integer step is an error.
+  count micro-iterations there. ms-swift's `global_step/max_steps` holds the global step
+  as text `"N/M"` (step N of M); a step printed so anywhere is N. Every step key is
+  bookkeeping, never a metric. A record without the chosen step is skipped with a warning;
+  a non-integer step is an error.
   A table with no step key but an epoch counter (`EPOCH_KEYS`: Keras' CSVLogger, per-epoch
   JSONL) has its records numbered 1, 2, ... in file order, with a warning, as the generic
   text reader does for a log without a step counter; the epoch stays a metric.
@@ -39,6 +41,7 @@ else:
 STEP_KEYS: tuple[str, ...] = (
     "trainer/global_step",
     "global_step",
+    "global_step/max_steps",  # ms-swift's logging.jsonl: "12/94"
     "step",
     "iteration",
     "iter",
@@ -48,6 +51,10 @@ EPOCH_KEYS: tuple[str, ...] = ("epoch", "Epoch")
 WALL_TIME_KEYS: tuple[str, ...] = ("wall_time", "_timestamp", "timestamp", "time")
 _INDEX_COLUMNS = frozenset({"", "index", "Unnamed: 0"})
 _EPOCH_MIN_S = 1e8  # 1973: smaller "times" are durations, not clock readings
+
+
+# A step printed with its total, `N/M`: the step is N.
+COUNTER_TEXT = r"^\s*(\d+)\s*/\s*\d+\s*$"
 
 
 def pick_step_key(columns: list[str]) -> str | None:
@@ -126,6 +133,8 @@ def steps_column(wide: pl.DataFrame, key: str, path: Path, first_line: int | Non
     raw = wide[key]
     if raw.dtype.is_integer():
         return raw.cast(pl.Int64)
+    if raw.dtype == pl.String:  # `"12/94"` -> 12; other text is judged below
+        raw = raw.str.extract(COUNTER_TEXT, 1).fill_null(raw)
     values = to_float(raw) if raw.dtype != pl.Boolean else None
     if values is None:
         raise InputError(path, "no numeric step", field=key, expected="integer steps")

@@ -75,8 +75,9 @@ _PREFIX = (
     r"|\s+[\w.$<>]+:\d+\s+-"  # log4j `Class$:295 -`
     r"|[\s:|\]\-]*\w*:[\w.]*:)?[\s:|\]\-]*"  # `INFO:root:`
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"  # glog (torchrun warnings)
-    # a timestamp, after an upper-case tag (NVIDIA DLLogger's `DLL 2020-05-29 11:31:45.76 - `)
-    r"|(?:[A-Z]{2,8}\s+)?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+    # a timestamp, after an upper-case tag (NVIDIA DLLogger's `DLL 2020-05-29 11:31:45.76 - `);
+    # `2022-11-19_07:48:23.57` (ProbTransformer) joins date and time with `_`
+    r"|(?:[A-Z]{2,8}\s+)?\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
     r"(?:\s+-\s)?"
     # [rank0]:, [2024-05-01 12:00:00], [titan] ... but not [step=1/10] nor [Iteration 5]
     r"|\[(?:[^\]=sSiI][^\]=]*)?\]:?"
@@ -97,6 +98,7 @@ _STEP_KEYS = (
     "step",
     "steps",
     "iteration",
+    "iterations",
     "iter",
     "it",
     "s",
@@ -141,6 +143,7 @@ _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (In
 _WORD = re.compile(r"[A-Za-z]")
 _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step lines)
 _GLUED = re.compile(r"([A-Za-z%]{1,4})(?:[\s|,;)]|$)")
+_GLUED_NAME = re.compile(r"_|x[0-9a-fA-F]")  # `0_default`, `0x7fc6480`: a name, not a number
 _UNIT_GLUED = re.compile(r"^[^\s|,;:=()\[\]]+(?=[\s|,;])")
 _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 # The opening of a value printed in brackets or quotes after its key: `lr=[`, `loss: [`, `': '`.
@@ -271,10 +274,13 @@ def infer(text: str, count: int) -> Template:
             skip.add(i)
         elif before.rstrip().endswith(("(", "(+", "(-")):
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
-        elif (i and not before) or before[-1:].isalpha() or lits[i + 1][:1] == "_":
+        elif (i and not before) or before[-1:].isalpha() or _GLUED_NAME.match(lits[i + 1]):
             # glued to the previous number (`1.5.2`, a date), to a word (`-100.000x1e-2`) or
-            # to a name after it (InternEvo's group `'0_default'`): part of a token, not a value
+            # to a name after it (InternEvo's group `'0_default'`, an address `0x7fc6480`):
+            # part of a token, not a value
             skip.add(i)
+        elif _in_quoted_text(lits, i):
+            skip.add(i)  # ms-swift `'elapsed_time': '4h 45m 21s'`: a number inside a text
         elif i + 2 < len(lits) and lits[i + 1] == "/" and lits[i + 2][:1] == "/":
             skip.update({i, i + 1})  # `nan/inf/spiky`, a date `2024/05/01`: words, not values
         elif i and before == ":" and i + 1 < len(lits) - 1 and lits[i + 1] == ":":
@@ -321,7 +327,9 @@ def infer(text: str, count: int) -> Template:
         tpl.names[i] = _rate_by_unit(key, lits[i + 1])
     if tpl.step_slot is None:
         _total_counter(tpl, lowered)
-    elif lowered[tpl.step_slot] in _LATE_STEP_KEYS or lowered[tpl.step_slot].startswith("global "):
+    elif _counted(lowered[tpl.step_slot]) in _LATE_STEP_KEYS or lowered[tpl.step_slot].startswith(
+        "global "
+    ):
         tpl.global_count = True
     late = (
         tpl.bar or tpl.global_count or (tpl.step_slot is not None and _tagged(lits[tpl.step_slot]))
@@ -347,6 +355,10 @@ def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]
         if hits:
             tpl.step_slot, tpl.keyed = hits[0], True
             return
+    for i in range(n - 1):  # ms-swift `'global_step/max_steps': '105/250250'`
+        if i not in skip and lits[i + 1] == "/" and _counted(lowered[i]) in _STEP_KEYS:
+            tpl.step_slot, tpl.keyed = i, True
+            return
     phrases = []
     for i in range(n):
         words = lowered[i].split()
@@ -370,6 +382,30 @@ def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]
                 tpl.epoch_slot, tpl.total_slot = epochs[-1], i + 1
                 skip.add(epochs[-1])
             return
+
+
+def _counted(key: str) -> str:
+    """The counter a `counter/total` key names (`global_step/max_steps` -> `global_step`), the
+    key itself otherwise: the value of such a key is printed `N/M`."""
+    head, sep, _ = key.partition("/")
+    return head if sep else key
+
+
+def _in_quoted_text(lits: list[str], i: int) -> bool:
+    """Slot i lies in a quoted string of a printed dict that holds more than the number or an
+    `N/M` counter (ms-swift's `'remaining_time': '472d 8h 9m 53s'`, `'percentage': '0.04%'`):
+    text, not a value. `'loss': '1.02'` (a number printed as a string) stays a value."""
+    before = SLOT.join(lits[: i + 1])
+    start = before.rfind("{")
+    if start < 0:
+        return False
+    opened = before[start:]
+    quote = next((q for q in "'\"" if opened.count(q) % 2), None)
+    if quote is None:
+        return False
+    after = SLOT.join(lits[i + 1 :])
+    content = opened[opened.rfind(quote) + 1 :] + SLOT + after[: max(after.find(quote), 0)]
+    return re.fullmatch("\x00(?:/\x00)?", content) is None
 
 
 def _progress_bar(lits: list[str], skip: set[int]) -> tuple[int, int] | None:

@@ -2,7 +2,8 @@
 
 Nested objects become '/'-joined raw names (`{"train": {"loss": 2}}` → `train/loss`); the
 step, wall-time and value rules are those of `_wide` (step keys, in order of preference:
-trainer/global_step, global_step, step, iteration, iter, _step). Bare `NaN`, `Infinity`
+trainer/global_step, global_step, global_step/max_steps, step, iteration, iter, _step; a
+step written "N/M" is N). Bare `NaN`, `Infinity`
 and `-Infinity` tokens (Python's `json.dumps` writes them) are values; `null` is no data;
 booleans are 0/1; text that does not spell a number is skipped.
 
@@ -33,6 +34,7 @@ from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.readers import _jsonl_stage as staging
 from forensics.ingest.readers._wide import (
+    COUNTER_TEXT,
     EPOCH_KEYS,
     STEP_KEYS,
     WALL_TIME_KEYS,
@@ -325,6 +327,8 @@ def _add_other(name: str, value: Any, out: dict[str, float]) -> None:
 
 
 def _step_value(key: str, value: Any) -> float:
+    if isinstance(value, str) and (counter := re.match(COUNTER_TEXT, value)):
+        return float(counter.group(1))  # ms-swift `"global_step/max_steps": "12/94"`
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _BadStep(key, value)
     if isinstance(value, float) and not (math.isfinite(value) and value == int(value)):
