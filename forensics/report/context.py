@@ -139,7 +139,9 @@ def build_report(
     facts = {i.incident_id: incident.compute(i, frame) for i in incs}
     covered = coverage(model.load_coverage(store, run_id))
     screen = model.load_screen_coverage(store, run_id)
-    views = [_view(i, facts[i.incident_id], frame, kb, env, opts, screen, writer) for i in incs]
+    views = [
+        _view(i, facts[i.incident_id], frame, kb, env, opts, screen, writer, config) for i in incs
+    ]
     near = model.load_near_misses(store, run_id)
     sources = [
         {**src, "path": display_path(src["path"])} for src in model.load_sources(store, run_id)
@@ -174,6 +176,7 @@ def _view(
     opts: Options,
     screen: dict[str, Any] | None = None,
     writer: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> IncidentView:
     kind = kb.incident_type(inc.type)
     severity = inc.severity or "unrated"
@@ -192,7 +195,7 @@ def _view(
         full=opts.full(inc.severity),
         facts=f,
         action=recommend(inc, f, frame, kb, env, kind, writer),
-        cost=cost.incident_cost(inc, opts.world_size, opts.gpu_hour_cost),
+        cost=cost.incident_cost(inc, opts.world_size, opts.gpu_hour_cost, config),
         excerpt_columns=cols,
         excerpt=_excerpt(frame, inc, f, cols),
         rules=[(x, kb.cause(x.cause).title) for x in inc.findings],

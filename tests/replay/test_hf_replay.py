@@ -203,6 +203,35 @@ def test_skip_advice_names_the_dataset_rows_of_the_batch(
     assert f"`drop = {drop}`" in text and "resume_from_checkpoint" in text
 
 
+def test_batch_size_comes_from_training_args(analysis: dict[str, Any]) -> None:
+    """training_args.bin gives the samples per step (8 x 1 x one process): the page says so
+    and names the one factor it lacks (the sequence length), instead of 'unknown'."""
+    with open_store(analysis["db"], read_only=True) as store:
+        run_id = store.query("SELECT run_id FROM runs").item()
+        cfg = store.run_config(run_id)
+    assert (cfg["per_device_train_batch_size"], cfg["gradient_accumulation_steps"]) == (8, 1)
+    assert cfg["world_size"] == 1 and cfg["global_batch_size"] == 8
+    assert cfg["world_size_from"].startswith("training_args.bin (one process: local_rank -1")
+    text = " ".join((analysis["out"] / "postmortems" / "spike-01.md").read_text().split())
+    assert (
+        "tokens: sequence length unknown (samples per step: 8 = per_device_train_batch_size 8 × "
+        "gradient_accumulation_steps 1 × world size 1 from training_args.bin" in text
+    )
+    assert "number of GPUs unknown" not in text
+
+
+def test_unreadable_training_args_is_a_warning(hf_run: dict[str, Any], tmp_path: Path) -> None:
+    from forensics.ingest import ingest
+
+    run = _copy_run(hf_run["out"], tmp_path / "run")
+    (run / "checkpoint-100" / "training_args.bin").write_bytes(b"not a pickle")
+    with open_store(tmp_path / "x.duckdb") as store:
+        (summary,) = ingest(store, [run], run="r")
+        assert "per_device_train_batch_size" not in store.run_config("r")
+    warned = [w for s in summary.sources for w in s.warnings if "training_args.bin" in w]
+    assert len(warned) == 1 and "checkpoint-100/training_args.bin: cannot load" in warned[0]
+
+
 def test_optimizer_counterfactuals_refute_a_rare_batch(analysis: dict[str, Any]) -> None:
     """beta2 and the LR are sane here: the counterfactuals re-run the run's own Trainer from
     checkpoint-100 with beta2 = 0.95 / half the LR, and find no loss the updates added."""
