@@ -73,8 +73,8 @@ def tokens_unknown(cfg: dict[str, Any]) -> str:
         why = world_from or "not in the run config"
         return (
             f"tokens: samples per step unknown: per_device_train_batch_size {micro} × "
-            f"gradient_accumulation_steps {accum} × world size, which is {why} (pass "
-            "`--world-size N`); the sequence length is "
+            f"gradient_accumulation_steps {accum} × world size, which is {why} (log "
+            "`world_size` in the run config); the sequence length is "
             + ("known" if cfg.get("seq_len") else "unknown too")
         )
     return (
