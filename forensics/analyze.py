@@ -202,7 +202,8 @@ def analyze(
         results = [_one_run(ctx, run_id, rest, detected.get(run_id)) for run_id in ctx.run_ids]
         index = _write_index(ctx, results) if out is not None else None
     outputs = ([index] if index else []) + [p for r in results for p in r.outputs]
-    notes = ctx.notes + [f"{r.run_id}: {n}" for r in results for n in r.notes]
+    per_run = [(r.run_id, r.notes) for r in results]
+    notes = ctx.notes + [f"{runs_label(runs)}: {text}" for runs, text in grouped_notes(per_run)]
     first_result = results[0]
     return AnalyzeResult(
         first_result.run_id, db, first_result.detection, outputs, notes, results, index
@@ -264,6 +265,28 @@ def _one_run(
     return AnalyzeResult(run_id, ctx.db, one.detection, one.outputs, one.notes)
 
 
+def grouped_notes(per_run: list[tuple[str, list[str]]]) -> list[tuple[list[str], str]]:
+    """Each note once, with the runs it applies to, in first-seen order. Notes that differ
+    only by the run's own name (`run "a" has no batch manifest`) are one note, which then
+    says `each run`; a note of one run keeps its name."""
+    groups: dict[str, tuple[list[str], str]] = {}
+    for run, notes in per_run:
+        for note in notes:
+            key = note.replace(f'run "{run}"', "\0")
+            runs, _ = groups.setdefault(key, ([], note))
+            if run not in runs:
+                runs.append(run)
+    return [
+        (runs, note if len(runs) == 1 else key.replace("\0", "each run"))
+        for key, (runs, note) in groups.items()
+    ]
+
+
+def runs_label(runs: list[str]) -> str:
+    """`a` for one run, `2 runs (a, b)` for several."""
+    return runs[0] if len(runs) == 1 else f"{len(runs)} runs ({', '.join(runs)})"
+
+
 def safe_folder_name(run_id: str) -> str:
     """A run name as a folder name (no separators, no leading dot)."""
     name = re.sub(r"[^\w.\-]+", "_", run_id).strip("._") or "run"
@@ -301,10 +324,15 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
                 ],
                 "last_step": det.last_step if det is not None else None,
                 "coverage": read_coverage(ctx.store, r.run_id),  # detect's row, shown short
-                "notes": ctx.ingest_notes.get(r.run_id, [])
-                + [n for n in r.notes if "(--no-replay)" not in n],
             }
         )
+    notes = [
+        {"runs": runs, "label": runs_label(runs), "text": text}
+        for runs, text in grouped_notes(
+            [(r.run_id, ctx.ingest_notes.get(r.run_id, [])
+              + [n for n in r.notes if "(--no-replay)" not in n]) for r in results]
+        )
+    ]  # fmt: skip
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=False,
@@ -314,7 +342,11 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
     )
     recurrences, figure = _recurrences(ctx, [r.run_id for r in results])
     text = env.get_template("runs_index.md.j2").render(
-        paths=[str(p) for p in ctx.paths], runs=rows, recurrences=recurrences, figure=figure
+        paths=[str(p) for p in ctx.paths],
+        runs=rows,
+        recurrences=recurrences,
+        figure=figure,
+        notes=notes,
     )
     index = ctx.out / "README.md"
     index.write_text(text, encoding="utf-8")

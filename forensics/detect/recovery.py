@@ -44,6 +44,7 @@ moderate_steps or moderate_fraction of the run, or >= moderate_gpu_hours) > mino
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,40 @@ class Checkpoint:
     step: int
     has_optimizer: bool | None
     path: str = ""
+
+
+# How the writer of a run's metrics (`runs.format`, the reader that read them) skips batches
+# on a resume. Megatron-DeepSpeed (and the Megatron-LM forks BLOOM and GLM-130B trained
+# with) take `--skip-train-iteration-range FIRST-LAST`, today's Megatron-LM
+# `--iterations-to-skip ITER ...`; the Hugging Face Trainer has no skip option, but replay
+# can name the dataset rows its sampler put into those steps. Every other writer (nanoGPT,
+# llm.c, Lightning, OLMo, fairseq...) gets the plain step range: no flag is claimed. (The
+# `megatron` reader also reads NeMo and nanotron logs; the advice names each flag's
+# framework, so it claims nothing for them.)
+SKIP_MECHANISMS = {
+    "megatron": "megatron", "megatron_golden": "megatron", "hf_trainer": "hf_trainer"
+}  # fmt: skip
+
+
+def skip_mechanism(fmt: str | None) -> str:
+    """`megatron`, `hf_trainer` or `plain` (no known option) for a run's `runs.format`."""
+    return SKIP_MECHANISMS.get(fmt or "", "plain")
+
+
+def action_argument(raw: str | None) -> int | None:
+    """The number in `skip_batch:3`, `skip_batch(3)`, `restart=1200`, if any."""
+    if not raw:
+        return None
+    m = re.search(r"[:(=]\s*(\d+)", raw)
+    return int(m.group(1)) if m else None
+
+
+def skip_steps(recovery: str | None, onset: int, peak: int) -> tuple[int, int]:
+    """The steps a skip_batch advice skips: k = the action's number (`skip_batch:3`), else
+    onset to peak; the range starts at the onset. Replay names the rows of these steps and
+    the report renders them: one rule for both."""
+    k = action_argument(recovery) or (peak - onset + 1)
+    return onset, onset + k - 1
 
 
 def action(inc: Incident, same_cause_count: int) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import forensics.ingest.readers  # noqa: F401 - registers the readers once, at import
 from forensics.canon import AliasTable, alias_table
 from forensics.errors import ForensicsError, InputError, one_line
-from forensics.ingest import batches, checkpoints, config, identity
+from forensics.ingest import batches, checkpoints, config, hf_args, identity
 from forensics.ingest.base import (
     Reader,
     ReadResult,
@@ -479,6 +480,7 @@ def _ingest_run(
                 if progress and src.kind != "metrics":
                     progress(f"{name}: {src.path.name} ({src.kind})")
             summary.sources += skipped
+            _hf_training_args(store, name, found, summary)
             _resolve_conflicts(store, name, summary)
             store.con.execute(
                 "UPDATE runs SET format = ? WHERE run_id = ?",
@@ -507,6 +509,32 @@ def _store_source(
         raise
     except BaseException as exc:  # a Rust panic in polars is a BaseException
         raise _source_error(src.path, exc) from exc
+
+
+def _hf_training_args(store: Store, name: str, found: list[_Source], summary: RunSummary) -> None:
+    """The batch settings of the latest HF `checkpoint-N/training_args.bin` into the run
+    config (forensics/ingest/hf_args.py); a file that cannot be read is a warning on its
+    checkpoint, never a failed ingest."""
+    folders = [s for s in found if s.kind == "checkpoint" and (s.path / hf_args.NAME).is_file()]
+    if not folders:
+        return
+    latest = max(folders, key=lambda s: _natural(s.path.name))
+    keys, warnings = hf_args.training_args_config(latest.path / hf_args.NAME)
+    if warnings:
+        store.add_source_warnings(name, latest.real, warnings)
+        for s in summary.sources:
+            if s.path == latest.real:
+                s.warnings.extend(warnings)
+    if keys:
+        merged = config.add_canonical({**store.run_config(name), **keys})
+        store.con.execute(
+            "UPDATE runs SET config = ? WHERE run_id = ?", [json.dumps(merged, default=str), name]
+        )
+
+
+def _natural(text: str) -> list[tuple[int, int | str]]:
+    """`checkpoint-150` after `checkpoint-50`."""
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
 
 
 def _resolve_conflicts(store: Store, name: str, summary: RunSummary) -> None:

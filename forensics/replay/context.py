@@ -42,6 +42,7 @@ class Incident:
     pre_value: float | None
     cause: str | None
     step: int | None = None  # offending step forced by `--step` (else found from the log)
+    recovery: str | None = None  # detect's advice (`incidents.recovery`)
 
 
 @dataclass
@@ -162,7 +163,8 @@ def _token_counts(store: Store, run_id: str) -> np.ndarray | None:
 
 def _incidents(store: Store, run_id: str) -> list[Incident]:
     frame = store.query(
-        "SELECT incident_id, onset_step, peak_step, end_step, pre_value, cause FROM incidents "
+        "SELECT incident_id, onset_step, peak_step, end_step, pre_value, cause, recovery "
+        "FROM incidents "
         "WHERE run_id = ? ORDER BY incident_id",
         [run_id],
     )
@@ -174,6 +176,7 @@ def _incidents(store: Store, run_id: str) -> list[Incident]:
             end=None if r["end_step"] is None else int(r["end_step"]),
             pre_value=r["pre_value"],
             cause=r["cause"],
+            recovery=r["recovery"],
         )
         for r in frame.iter_rows(named=True)
     ]

@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 import torch
 
+from forensics.detect.recovery import skip_steps
 from forensics.replay import judge as tier2
 from forensics.replay.context import Checkpoint, Incident, RunData
 from forensics.replay.freq import Freq
@@ -81,6 +82,7 @@ class HFRun:
         self.args: Any = None
         self.collator: Any = None
         self.freq: Freq | None = None
+        self.own_rows = False  # index.steps holds rows of the user's dataset (not a manifest's)
         try:
             self._load()
         except DataUnavailable as exc:
@@ -105,6 +107,7 @@ class HFRun:
             )
             self.collator = self.index.collate
         else:
+            self.own_rows = True
             self.dataset = load_dataset(self.sources.dataset)
             last = max(self.data.steps_logged("loss"), default=0)
             folders = [Path(c.path) for c in reversed(self.ckpts)]
@@ -166,6 +169,7 @@ def replay_hf_incident(
     s = Session(data, make_plan(data, inc, k), device)
     index = run.index
     results = [_data_probe(run, s)]
+    results[0].numbers |= _skip_rows(run, inc)
     ctrls = [probe_batch(index.batch(t), device) for t in s.plan.controls]
     off = probe_batch(index.batch(s.plan.offending), device)
     try:
@@ -360,6 +364,18 @@ def _data_probe(run: HFRun, s: Session) -> ReplayResult:
     res = dc.judge(s, examined, cs, list(s.plan.controls))
     res.numbers |= excerpts(run.index.tokens(s.plan.offending), run.freq, run.tokenizer_paths())
     return res
+
+
+def _skip_rows(run: HFRun, inc: Incident) -> dict[str, Any]:
+    """The dataset rows the Trainer's sampler put into the steps a skip_batch advice skips
+    (recovery.skip_steps), step by step, so the post-mortem can name the rows to drop."""
+    if not run.own_rows or run.index is None:
+        return {}
+    first, last = skip_steps(inc.recovery, inc.onset, inc.peak)
+    rows = {str(t): sorted(i for micro in run.index.steps[t] for i in micro)
+            for t in range(first, last + 1) if t in run.index.steps}  # fmt: skip
+    name = Path(str(run.sources.dataset)).name
+    return {"dataset_rows": rows, "dataset_name": name} if rows else {}
 
 
 def _stream(run: HFRun, limit: int = 2_000_000) -> tuple[np.ndarray, int]:

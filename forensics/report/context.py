@@ -139,12 +139,15 @@ def build_report(
     """Read the run, its incidents and near-misses; compute facts; plan the figures."""
     frame = store.metrics_frame(run_id)
     config = model.load_config(store, run_id)
+    writer = model.load_format(store, run_id)
     incs = model.load_incidents(store, run_id)
     metric = incs[0].metric if incs else "loss"
     facts = {i.incident_id: incident.compute(i, frame) for i in incs}
     covered = coverage(model.load_coverage(store, run_id))
     screen = model.load_screen_coverage(store, run_id)
-    views = [_view(i, facts[i.incident_id], frame, kb, env, opts, screen) for i in incs]
+    views = [
+        _view(i, facts[i.incident_id], frame, kb, env, opts, screen, writer, config) for i in incs
+    ]
     near = model.load_near_misses(store, run_id)
     sources = [
         {**src, "path": display_path(src["path"])} for src in model.load_sources(store, run_id)
@@ -179,6 +182,8 @@ def _view(
     env: jinja2.Environment,
     opts: Options,
     screen: dict[str, Any] | None = None,
+    writer: str | None = None,
+    config: dict[str, Any] | None = None,
 ) -> IncidentView:
     kind = kb.incident_type(inc.type)
     severity = inc.severity or "unrated"
@@ -196,8 +201,8 @@ def _view(
         severity=severity,
         full=opts.full(inc.severity),
         facts=f,
-        action=recommend(inc, f, frame, kb, env, kind),
-        cost=cost.incident_cost(inc, opts.world_size, opts.gpu_hour_cost),
+        action=recommend(inc, f, frame, kb, env, kind, writer),
+        cost=cost.incident_cost(inc, opts.world_size, opts.gpu_hour_cost, config),
         excerpt_columns=cols,
         excerpt=_excerpt(frame, inc, f, cols),
         rules=[(x, kb.cause(x.cause).title) for x in inc.findings],

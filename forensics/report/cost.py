@@ -28,9 +28,15 @@ class Cost:
     unknown: list[str] = field(default_factory=list)
 
 
-def incident_cost(inc: Incident, world_size: int | None, gpu_hour_cost: float | None) -> Cost:
+def incident_cost(
+    inc: Incident,
+    world_size: int | None,
+    gpu_hour_cost: float | None,
+    config: dict[str, Any] | None = None,
+) -> Cost:
     """The stored cost with its formula in words. `world_size` / `gpu_hour_cost` (report
-    options) only fill a factor detection did not know, and the formula says so."""
+    options) only fill a factor detection did not know, and the formula says so; `config`
+    (the run's stored config) says which factor of the tokens per step is known."""
     cost = Cost(inc.steps_lost, steps_how(inc))
     if inc.steps_lost is None:
         cost.unknown.append("steps lost: the incident's extent is not known")
@@ -42,13 +48,39 @@ def incident_cost(inc: Incident, world_size: int | None, gpu_hour_cost: float | 
     elif inc.tokens_lost is not None:
         cost.tokens, cost.tokens_how = inc.tokens_lost, "as stored by detect"
     else:
-        cost.unknown.append(
-            "tokens: tokens per step unknown (the run config has neither `tokens_per_step` "
-            "nor `global_batch_size` and `seq_len`, and no `tokens_per_s` was logged)"
-        )
+        cost.unknown.append(tokens_unknown(config or {}))
     _gpu_hours(cost, inc, world_size)
     _dollars(cost, inc, gpu_hour_cost)
     return cost
+
+
+def tokens_unknown(cfg: dict[str, Any]) -> str:
+    """Why tokens per step are unknown, naming the factors the stored config does give."""
+    gbs, micro = cfg.get("global_batch_size"), cfg.get("per_device_train_batch_size")
+    accum, world_from = cfg.get("gradient_accumulation_steps") or 1, cfg.get("world_size_from")
+    if gbs and not cfg.get("seq_len"):
+        how = (
+            f" = per_device_train_batch_size {micro} × gradient_accumulation_steps {accum} × "
+            f"world size {cfg.get('world_size')} from {world_from}"
+            if micro and world_from and cfg.get("world_size")
+            else ""
+        )
+        return (
+            f"tokens: sequence length unknown (samples per step: {num(gbs)}{how}; the run "
+            "config has no `seq_len`, and no `tokens_per_s` was logged)"
+        )
+    if micro and not gbs:
+        why = world_from or "not in the run config"
+        return (
+            f"tokens: samples per step unknown: per_device_train_batch_size {micro} × "
+            f"gradient_accumulation_steps {accum} × world size, which is {why} (log "
+            "`world_size` in the run config); the sequence length is "
+            + ("known" if cfg.get("seq_len") else "unknown too")
+        )
+    return (
+        "tokens: tokens per step unknown (the run config has neither `tokens_per_step` "
+        "nor `global_batch_size` and `seq_len`, and no `tokens_per_s` was logged)"
+    )
 
 
 def steps_how(inc: Incident) -> str:

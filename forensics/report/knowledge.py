@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from forensics.detect.recovery import action_argument as action_argument  # re-exported
 from forensics.errors import ForensicsError
 from forensics.yamlio import safe_load
 
@@ -106,11 +107,3 @@ class Knowledge:
         if not raw:
             return None
         return self._actions.get(key(re.split(r"[:(=]", raw, maxsplit=1)[0]))
-
-
-def action_argument(raw: str | None) -> int | None:
-    """The number in `skip_batch:3`, `skip_batch(3)`, `restart=1200`, if any."""
-    if not raw:
-        return None
-    m = re.search(r"[:(=]\s*(\d+)", raw)
-    return int(m.group(1)) if m else None

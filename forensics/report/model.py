@@ -371,6 +371,12 @@ def load_config(store: Store, run_id: str) -> dict[str, Any]:
     return config if isinstance(config, dict) else {}
 
 
+def load_format(store: Store, run_id: str) -> str | None:
+    """The reader of the run's first metrics source (`runs.format`): who wrote the log."""
+    rows = _rows(store, "SELECT format FROM runs WHERE run_id = ?", run_id)
+    return rows[0]["format"] if rows else None
+
+
 def load_sources(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The run's source files by kind, then path in natural order (checkpoint-50 before
     checkpoint-100, as a reader counts steps)."""

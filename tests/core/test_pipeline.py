@@ -96,6 +96,41 @@ def test_runs_index_says_coverage_in_one_short_cell(tmp_path: Path) -> None:
     assert "were not screened for spikes" not in text  # the long note is not repeated
 
 
+def test_runs_index_says_a_note_shared_by_runs_once(tmp_path: Path) -> None:
+    """A folder of runs without batch manifests: the long "no batch manifest" note was
+    written once per run (in OUT/README.md and on stderr); it is said once, with the runs."""
+    from forensics.analyze import AnalyzeOptions, analyze
+
+    for name, n in (("a", 800), ("b", 700), ("c", 600)):
+        losses = [2.0 + 8.0 / (1 + s / 50) + (4.0 if 400 <= s < 404 else 0.0) for s in range(n)]
+        _write_jsonl(tmp_path / "runs" / name / "metrics.jsonl", losses)
+    out = tmp_path / "out"
+    result = analyze(tmp_path / "runs", out, options=AnalyzeOptions(report=False, device="cpu"))
+    text = (out / "README.md").read_text()
+    assert text.count("no batch manifest") == 1
+    (line,) = [ln for ln in text.splitlines() if "no batch manifest" in ln]
+    runs = line.removeprefix("- 3 runs (").split("): ")[0]
+    assert sorted(runs.split(", ")) == ["a", "b", "c"], line
+    assert "): replay: not run (each run has no batch manifest" in line
+    (said,) = [n for n in result.notes if "no batch manifest" in n]
+    assert said == line.removeprefix("- ")
+
+
+def test_grouped_notes_keep_a_single_runs_name() -> None:
+    from forensics.analyze import grouped_notes
+
+    per_run = [
+        ("a", ['x (run "a" has no manifest)', "only a"]),
+        ("b", ['x (run "b" has no manifest)']),
+    ]
+    assert grouped_notes(per_run) == [
+        (["a", "b"], "x (each run has no manifest)"), (["a"], "only a")
+    ]  # fmt: skip
+    assert grouped_notes([("a", ['x (run "a" has no manifest)'])]) == [
+        (["a"], 'x (run "a" has no manifest)')
+    ]
+
+
 def test_several_runs_share_one_plotly_js(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Issue 11: a folder of runs got a 4.8 MB plotly.min.js in every run's figures/ (53 MB
     of the 62 MB written for the 11 modded-nanogpt logs); one copy at OUT/ serves them all."""

@@ -175,6 +175,63 @@ def test_postmortem_shows_the_decoded_batch(analysis: dict[str, Any]) -> None:
         assert check_report(analysis["out"], store, run_id) == []
 
 
+def test_skip_advice_names_the_dataset_rows_of_the_batch(
+    hf_run: dict[str, Any], analysis: dict[str, Any], tmp_path: Path
+) -> None:
+    """Replay stores the dataset rows the Trainer's sampler put into the offending step; a
+    skip_batch advice on an HF Trainer run names them to drop (the Trainer has no skip flag)
+    instead of Megatron's `--skip-train-iteration-range`."""
+    from datasets import load_from_disk
+
+    from forensics.report import write_report
+
+    stored = _replays(analysis["db"])["data_corruption"][1]
+    rows = stored["dataset_rows"][str(RARE_STEP)]
+    ds = load_from_disk(str(hf_run["dataset"]))
+    assert sorted(ds[i]["input_ids"] for i in rows) == sorted(hf_run["fed"][RARE_STEP])
+    assert set(hf_run["rare_rows"]) <= set(rows)
+    db, out = tmp_path / "skip.duckdb", tmp_path / "out"
+    shutil.copy(analysis["db"], db)
+    with open_store(db) as store:  # the advice a data rule gives (rules/data-corruption-*)
+        store.con.execute("UPDATE incidents SET recovery = 'skip_batch'")
+        run_id = store.query("SELECT run_id FROM runs").item()
+        write_report(store, run_id, out, png=False, min_severity="minor")
+    text = " ".join((out / "postmortems" / "spike-01.md").read_text(encoding="utf-8").split())
+    assert "skip-train-iteration-range" not in text and "iterations-to-skip" not in text
+    drop = "{" + ", ".join(map(str, sorted(rows))) + "}"
+    assert f"Skip the k = 1 batch of step {RARE_STEP}. The Hugging Face" in text
+    assert f"`drop = {drop}`" in text and "resume_from_checkpoint" in text
+
+
+def test_batch_size_comes_from_training_args(analysis: dict[str, Any]) -> None:
+    """training_args.bin gives the samples per step (8 x 1 x one process): the page says so
+    and names the one factor it lacks (the sequence length), instead of 'unknown'."""
+    with open_store(analysis["db"], read_only=True) as store:
+        run_id = store.query("SELECT run_id FROM runs").item()
+        cfg = store.run_config(run_id)
+    assert (cfg["per_device_train_batch_size"], cfg["gradient_accumulation_steps"]) == (8, 1)
+    assert cfg["world_size"] == 1 and cfg["global_batch_size"] == 8
+    assert cfg["world_size_from"].startswith("training_args.bin (one process: local_rank -1")
+    text = " ".join((analysis["out"] / "postmortems" / "spike-01.md").read_text().split())
+    assert (
+        "tokens: sequence length unknown (samples per step: 8 = per_device_train_batch_size 8 × "
+        "gradient_accumulation_steps 1 × world size 1 from training_args.bin" in text
+    )
+    assert "number of GPUs unknown" not in text
+
+
+def test_unreadable_training_args_is_a_warning(hf_run: dict[str, Any], tmp_path: Path) -> None:
+    from forensics.ingest import ingest
+
+    run = _copy_run(hf_run["out"], tmp_path / "run")
+    (run / "checkpoint-100" / "training_args.bin").write_bytes(b"not a pickle")
+    with open_store(tmp_path / "x.duckdb") as store:
+        (summary,) = ingest(store, [run], run="r")
+        assert "per_device_train_batch_size" not in store.run_config("r")
+    warned = [w for s in summary.sources for w in s.warnings if "training_args.bin" in w]
+    assert len(warned) == 1 and "checkpoint-100/training_args.bin: cannot load" in warned[0]
+
+
 def test_optimizer_counterfactuals_refute_a_rare_batch(analysis: dict[str, Any]) -> None:
     """beta2 and the LR are sane here: the counterfactuals re-run the run's own Trainer from
     checkpoint-100 with beta2 = 0.95 / half the LR, and find no loss the updates added."""

@@ -156,3 +156,53 @@ def test_labels_one_step_apart_are_stacked_not_overprinted() -> None:
     far = _stacked(label(14790, "recovered 14790", "#2ca02c", "right"), ends, 192)
     assert peak["y"] == 1.0 and rec["y"] > peak["y"]
     assert far["y"] == 1.0  # a label clear of the others stays on the first row
+
+
+def _skip_advice(writer: str | None, replays: list[object] | None = None) -> str:
+    """The skip_batch recommendation for a 7-step spike at 2400 written by `writer`."""
+    from forensics.report.model import Incident
+    from forensics.report.recommend import recommend
+
+    env = environment()
+    kb = knowledge(env)
+    inc = Incident(
+        incident_id=1, metric="loss", onset_step=2400, peak_step=2406, end_step=2450,
+        pre_value=2.0, peak_value=4.0, post_value=2.0, grad_norm_peak=None, type="1",
+        cause="rare_tokens", confidence=0.8, recovery="skip_batch",
+        restart_checkpoint_step=None, peaks=[], evidence=[], features={}, replay=None,
+        steps_lost=None, tokens_lost=None, gpu_hours_lost=None, cost_usd=None,
+        replays=list(replays or []),  # type: ignore[arg-type]
+    )  # fmt: skip
+    kind = kb.incident_type("1")
+    return recommend(inc, None, None, kb, env, kind, writer).text  # type: ignore[arg-type]
+
+
+def test_skip_advice_is_megatrons_flag_only_for_megatron_logs() -> None:
+    text = _skip_advice("megatron")
+    assert "`--skip-train-iteration-range 2400-2406`" in text
+    assert "`--iterations-to-skip 2400 2401 2402 2403 2404 2405 2406`" in text
+
+
+@pytest.mark.parametrize("writer", ["jsonl", "textlog", "lightning", "generic_text", "wandb", None])
+def test_skip_advice_claims_no_flag_for_other_writers(writer: str | None) -> None:
+    """nanoGPT/llm.c (textlog), Lightning, OLMo or Composer logs (jsonl, W&B, generic text):
+    the steps to skip, said plainly, and no option that writer does not have."""
+    text = _skip_advice(writer)
+    assert "Skip the k = 7 batches of steps 2400–2406:" in text
+    assert "--" not in text and "Megatron" not in text
+    assert "pass over the data of those steps" in text
+
+
+def test_skip_advice_for_a_trainer_run_names_the_rows_replay_stored() -> None:
+    from forensics.report.model import Replay
+
+    assert "forensics replay --dataset DIR" in _skip_advice("hf_trainer")
+    rows = {str(t): [t - 2400, 100 + t - 2400] for t in range(2400, 2407)}
+    numbers = {"dataset_rows": rows, "dataset_name": "corpus"}
+    probe = Replay("data_corruption", "data_corruption", "refuted", numbers, "", "cpu", 1.0)
+    text = _skip_advice("hf_trainer", [probe])
+    assert "`drop = {0, 1, 2, 3, 4, 5, 6, 100, 101, 102, 103, 104, 105, 106}`" in text
+    assert "the dataset at corpus/" in text and "resume_from_checkpoint" in text
+    assert "--skip-train-iteration-range" not in text
+    del rows["2406"]  # a step replay did not reach: no partial list passed off as the batch
+    assert "drop =" not in _skip_advice("hf_trainer", [probe])
