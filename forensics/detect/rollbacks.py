@@ -89,16 +89,16 @@ def load(store: Store, run_id: str, loss_name: str) -> list[Attempt]:
         "WHERE run_id = ? AND rule IN (?, ?) ORDER BY source, 2, metric, step",
         [run_id, REWOUND, RESUMED],
     ).fetchall()
-    grouped: dict[tuple[str, int], dict[str, list[tuple[int, float]]]] = {}
-    for source, attempt, metric, step, value in rows:
+    grouped: dict[tuple[str, int], dict[str, dict[int, float]]] = {}
+    for source, attempt, metric, step, value in rows:  # one value per step (one per rank)
         series = grouped.setdefault((source, int(attempt)), {})
-        series.setdefault(metric, []).append((int(step), np.nan if value is None else value))
+        series.setdefault(metric, {})[int(step)] = np.nan if value is None else value
     out = []
     for (source, attempt), series in grouped.items():
         if loss_name not in series:
             continue  # an attempt with no loss has no trajectory to judge
         metrics = {
-            m: Metric(np.array([s for s, _ in v], np.int64), np.array([x for _, x in v], float))
+            m: Metric(np.array(list(v), np.int64), np.array(list(v.values()), float))
             for m, v in series.items()
         }
         out.append(Attempt(source, attempt, metrics))

@@ -123,29 +123,49 @@ def _read_metrics(
 def _drop_repeated_steps(result: ReadResult) -> None:
     """A resumed run logs some steps twice: keep the last value, say so as a warning.
 
-    The values the resume wrote over are the attempt the run abandoned (often the spike or
-    the NaN that made someone roll it back): they are kept in `result.superseded`, each
-    with the index of the file segment (`attempt`, counted from 0 where the series' step
-    goes back) it was logged in, and stored in `conflicts` (rule REWOUND), never dropped."""
+    The values a resume wrote over (a later stretch of the file went back to an earlier
+    step and logged them again) are the attempt the run abandoned, often the spike or the
+    NaN that made someone roll it back: they are kept in `result.superseded` with the index
+    of the file segment they were logged in (`attempt`, counted from 0 where the series'
+    step goes back), and stored in `conflicts` (rule REWOUND), never dropped. A step logged
+    again at once (a progress bar redrawn, one line per rank) is a repeat in place, no
+    attempt: kept there too, with no segment."""
     if not any(_repeats_steps(b) for b in result.blocks):
         return
     long = result.metrics.with_row_index("_row")
     before = long.height
-    back = (pl.col("step").diff().over("raw_name") <= 0).fill_null(False)
+    back = (pl.col("step").diff().over("raw_name") < 0).fill_null(False)
     long = long.with_columns(back.cast(pl.Int32).cum_sum().over("raw_name").alias("attempt"))
-    last = pl.col("_row") == pl.col("_row").max().over("step", "raw_name")
-    result.superseded = long.filter(~last).drop("_row")
+    key = ("step", "raw_name")
+    last = pl.col("_row") == pl.col("_row").max().over(*key)
+    in_place = pl.col("attempt") == pl.col("attempt").max().over(*key)
+    segment = pl.when(in_place).then(None).otherwise(pl.col("attempt")).alias("attempt")
+    result.superseded = long.with_columns(segment).filter(~last).drop("_row")
     long = long.filter(last).drop("_row", "attempt").sort("step")
     result.release()  # what was staged is superseded by the rows below
     result.metrics = long
     repeated = before - long.height
-    result.warnings.append(
-        f"{repeated} repeated (step, metric) rows from a restart or resume: kept the last "
-        "value of each; the earlier ones (the attempt the run went back from) are in table "
-        "`conflicts`"
-        if repeated
-        else "the steps of some series go back in the file (none repeats): sorted by step"
-    )
+    rewound = int(result.superseded["attempt"].is_not_null().sum())
+    result.warnings.append(_repeat_warning(repeated, rewound))
+
+
+def _repeat_warning(repeated: int, rewound: int) -> str:
+    if not repeated:
+        return "the steps of some series go back in the file (none repeats): sorted by step"
+    parts = []
+    if rewound:
+        parts.append(
+            f"{rewound} repeated (step, metric) rows from a restart or resume: kept the last "
+            "value of each; the earlier ones (the attempt the run went back from) are in table "
+            "`conflicts`"
+        )
+    if repeated - rewound:
+        parts.append(
+            f"{repeated - rewound} (step, metric) rows logged again at once (a progress bar "
+            "redrawn, one line per rank): kept the last of each; the others are in table "
+            "`conflicts`"
+        )
+    return "; ".join(parts)
 
 
 def _repeats_steps(block: MetricBlock) -> bool:
@@ -197,8 +217,9 @@ def _store_metrics(
 def _store_superseded(
     store: Store, run_id: str, source: str, result: ReadResult, table: AliasTable
 ) -> None:
-    """The values a resume wrote over, into `conflicts` beside the value kept (rule
-    conflicts.REWOUND): the abandoned attempt stays in the store as evidence."""
+    """The values a resume wrote over (rule conflicts.REWOUND: the abandoned attempt stays
+    in the store as evidence) and those logged again at once (conflicts.REPEATED), into
+    `conflicts` beside the value kept."""
     old = result.superseded
     if old is None or old.height == 0:
         return
@@ -212,7 +233,10 @@ def _store_superseded(
         pl.lit(source).alias("source"),
         pl.col("raw_name").alias("kept_raw_name"),
         pl.lit(source).alias("kept_source"),
-        pl.lit(conflicts.REWOUND).alias("rule"),
+        pl.when(pl.col("attempt").is_null())
+        .then(pl.lit(conflicts.REPEATED))
+        .otherwise(pl.lit(conflicts.REWOUND))
+        .alias("rule"),
     )
     store.insert_frame("conflicts", frame)
 

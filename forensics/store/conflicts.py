@@ -26,8 +26,10 @@ values, and nothing is lost or stored twice however often a run is ingested.
 One file can log a step twice too: a run resumed from a checkpoint appends to its log, and
 the steps after the checkpoint come again. Ingest keeps the later value (the run went on
 from it) and stores the earlier one here under rule REWOUND, with the file segment it was
-logged in (`attempt`). Those are decided once, by the file's own order, so `restore` leaves
-them alone; they leave with their source (Store.clear_source).
+logged in (`attempt`); a step the file logs again at once (a progress bar redrawn, one line
+per rank) keeps its earlier values under rule REPEATED. Those are decided once, by the
+file's own order, so `restore` leaves them alone; they leave with their source
+(Store.clear_source).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ RECORDER_PATH = r"(^|[/\\])forensics[/\\]metrics\.jsonl$"
 _KEEP = "_forensics_keep"
 # the rule of a value a resume wrote over in the same file (ingest/pipeline.py)
 REWOUND = "rewound in this file"
+# the rule of a value the same file logged again at once (a redrawn bar, one line per rank)
+REPEATED = "repeated in this file"
+# what the file's own order decided at ingest: `restore` leaves these alone
+_IN_FILE = (REWOUND, REPEATED)
 # the rule of a value a later resume segment (another file) wrote over: `resolve` below
 RESUMED = "later resume segment"
 
@@ -76,7 +82,7 @@ class Conflict:
 def restore(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
     """Put the run's earlier losers back among its values (one single-column block per
     series) and empty its `conflicts`, so that the next `resolve` decides from everything."""
-    contest = f"run_id = ? AND rule IS DISTINCT FROM '{REWOUND}'"
+    contest = f"run_id = ? AND rule NOT IN {_IN_FILE!r}"
     (n,) = con.execute(f"SELECT count(*) FROM conflicts WHERE {contest}", [run_id]).fetchall()[0]
     if not n:
         return
@@ -160,9 +166,9 @@ def _move_losers(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Conflict]:
     rows = con.execute(
         "SELECT source, kept_source, rule, count(*), min(step), max(step), "
         "count(*) FILTER (value IS DISTINCT FROM kept_value AND NOT (isnan(value) AND "
-        "isnan(kept_value))) FROM conflicts WHERE run_id = ? AND rule IS DISTINCT FROM ? "
+        f"isnan(kept_value))) FROM conflicts WHERE run_id = ? AND rule NOT IN {_IN_FILE!r} "
         "GROUP BY ALL ORDER BY ALL",
-        [run_id, REWOUND],
+        [run_id],
     ).fetchall()
     return [Conflict(*r) for r in rows]
 

@@ -177,3 +177,22 @@ def test_a_log_without_rewinds_has_no_rollbacks(tmp_path: Path) -> None:
     with open_store(out / "forensics.duckdb") as store:
         assert store.con.execute("SELECT count(*) FROM rollbacks").fetchall()[0][0] == 0
     assert "Rollbacks" not in (out / "README.md").read_text()
+
+
+def test_a_step_logged_again_at_once_is_no_attempt(tmp_path: Path) -> None:
+    """torchtitan prints each step once per rank, a progress bar redraws its line: the
+    repeats are kept in `conflicts` (rule REPEATED), and no rollback is made of them."""
+    one = tmp_path / "one.log"
+    _llmc(one, range(1, END + 1), _keep)
+    lines = one.read_text().splitlines()
+    twice = tmp_path / "ranks.log"
+    twice.write_text("\n".join(x for line in lines for x in (line, line)) + "\n")
+    with open_store(tmp_path / "f.duckdb") as store:
+        (summary,) = ingest(store, [twice], run="r")
+        detect(store, "r")
+        rules = store.con.execute("SELECT rule, count(*) FROM conflicts GROUP BY 1").fetchall()
+        assert store.con.execute("SELECT count(*) FROM rollbacks").fetchall()[0][0] == 0
+        assert store.metrics_long("r", ["loss"]).height == END
+    assert rules == [(conflicts.REPEATED, END * 4)]  # loss, norm, lr, tok/s
+    (warning,) = [w for w in summary.sources[0].warnings if "again" in w]
+    assert warning.startswith(f"{END * 4} (step, metric) rows logged again at once")
