@@ -80,8 +80,9 @@ def check(scenario: str, seed: int, at: int, steps: int, work: Path) -> dict[str
     truth = json.loads((run_dir / "truth.json").read_text())["expected"]
     onset = int(truth[0]["onset_step"]) if truth else at  # lr_too_high: after the warm-up
     peak = int(truth[0]["peak_step"]) if truth else at
+    end = truth[0].get("typing", {}).get("recovery_step") if truth else at
     with open_store(out / "forensics.duckdb") as store:
-        row = read_outcome(store, run_dir.name, onset, peak)
+        row = read_outcome(store, run_dir.name, onset, peak, end if end is not None else steps)
     row.update(scenario=scenario, seed=seed, step=at, seconds=time.perf_counter() - t0)
     # the root cause truth.json states: the scenario's, or for a trigger + amplifier fault
     # the trigger where fixing the amplifier does not remove half of the damage
@@ -92,17 +93,22 @@ def check(scenario: str, seed: int, at: int, steps: int, work: Path) -> dict[str
     return row
 
 
-def read_outcome(store: Any, run: str, at: int, peak: int | None = None) -> dict[str, Any]:
-    """The incident nearest the expected onset (truth.json; within 40 steps), else the one
-    whose peak is within 10 steps of the expected peak (bench/accuracy.py's location rule:
-    the onset of a slow climb is ill-defined, truth.json's being its first point 30% above
-    the late warm-up, detection's the start of the climb): its stated cause, replay verdict
-    and the causes `contributions` holds per role."""
+def read_outcome(
+    store: Any, run: str, at: int, peak: int | None = None, end: int | None = None
+) -> dict[str, Any]:
+    """The incident nearest the expected onset (truth.json; within 40 steps), else one whose
+    peak is within 10 steps of the expected peak or inside the true incident's span (`at` ..
+    `end`: its recovery step, or the end of the run when it did not recover) -- the location
+    rule of bench/accuracy.py: the onset of a slow climb is ill-defined, truth.json's being
+    its first point 30% above the late warm-up, detection's the start of the climb. Gives
+    its stated cause, replay verdict and the causes `contributions` holds per role."""
+    last = at if end is None else end
     inc = store.query(
         "SELECT incident_id, cause, replay FROM incidents WHERE run_id = ? "
-        "AND (abs(onset_step - ?) <= 40 OR abs(peak_step - ?) <= 10) "
+        "AND (abs(onset_step - ?) <= 40 OR abs(peak_step - ?) <= 10 "
+        "OR peak_step BETWEEN ? AND ?) "
         "ORDER BY abs(onset_step - ?) > 40, abs(onset_step - ?) LIMIT 1",
-        [run, at, at if peak is None else peak, at, at],
+        [run, at, at if peak is None else peak, at, last, at, at],
     ).to_dicts()
     n = store.query("SELECT count(*) AS n FROM incidents WHERE run_id = ?", [run]).item()
     if not inc:

@@ -354,6 +354,8 @@ def _optimizer(
     }
     if data.has("lr"):
         out["lr_frac"] = _ratio(data.aux["lr"].at_or_before(inc.onset_step), ctx.peak_lr)
+        # a rise that spans the end of warm-up: the LR it peaked under
+        out["lr_frac_peak"] = _ratio(data.aux["lr"].at_or_before(inc.peak_step), ctx.peak_lr)
     if data.has("adam_v_mean"):
         out.update(_beta2_eff(data.aux["adam_v_mean"], inc, cfg))
     return out

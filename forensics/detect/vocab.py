@@ -63,6 +63,8 @@ FEATURES: dict[str, str] = {
     "log v over the quarter precursor window before the onset)",
     "lr_frac": "learning rate at the onset / peak learning rate (config peak_lr, else the "
     "largest logged)",
+    "lr_frac_peak": "learning rate at the (highest) peak / peak learning rate: a loss that "
+    "climbed for tens of steps while the warm-up ended peaked under the top LR",
     "warmup_progress": "onset step / end of warm-up (config warmup_steps, else the first step "
     "where the logged LR reaches 98% of its peak)",
     "lr_phase": "warmup, peak or decay: where the onset sits in the LR schedule (logged LR, "

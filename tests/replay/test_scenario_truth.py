@@ -25,6 +25,11 @@ from forensics.sim.scenarios import SCENARIOS
 # 688851@77 (300 steps) failed once and are pinned: the warm-up climb's peak was taken near
 # the median's top, not at its highest loss on the hump (112, the truth's); replay restored a
 # checkpoint inside the window's lead (60, one step before the onset 61) and found nothing.
+# lr_too_high 771817@119 (300 steps, draw 252019833) failed and is pinned as a fourth pair:
+# the loss climbed from step 78, in the warm-up (LR at 66% of its peak), to its top at 134,
+# under the peak LR; the rule read the LR at the onset only and stated "unknown" (it now
+# also reads it at the peak, lr_frac_peak), and the bench required the onset within 40 steps
+# of the truth's 119 where bench/accuracy.py's rule (a peak inside the true span) holds.
 #
 # The root cause is truth.json's: for stale_beta2 the amplifier only where restarting from
 # the checkpoint before the burst with beta2 = 0.95 removes half of the damage, the largest
@@ -46,6 +51,7 @@ PAIRS = [
     ("lr_too_high", 487758, 81, 200),
     ("lr_too_high", 920123, 88, 200),
     ("lr_too_high", 688851, 77, 300),
+    ("lr_too_high", 771817, 119, 300),
     ("fp16_overflow", 1618, 100, 200),
     ("fp16_overflow", 987745, 80, 200),
     ("fp16_overflow", 796683, 116, 200),
@@ -64,7 +70,7 @@ PAIRS = [
 def test_three_pairs_per_scenario_none_the_samples() -> None:
     for name in SCENARIOS:
         pairs = {(seed, at) for s, seed, at, _ in PAIRS if s == name}
-        assert len(pairs) == 3, name
+        assert len(pairs) >= 3, name
         assert all(seed != SAMPLE_SEED for seed, _ in pairs), name
 
 
