@@ -86,9 +86,13 @@ def _detect_one(
     data.has_batches = detect_store.has_batches(store, run_id)
     ckpts = detect_store.checkpoints(store, run_id)
     others = [s for s in spikes if s.run_id != run_id]
-    det = detect_data(data, rules, config, ckpts, gpu_hour_cost, others)
-    attempts = rollbacks.load(store, run_id, data.loss_name)
-    det.rollbacks = rollbacks.analyse(data, attempts, det.incidents, rules, config)
+    attempts = rollbacks.detect_attempts(
+        data, rollbacks.load(store, run_id, data.loss_name), rules, config
+    )
+    det = detect_data(
+        data, rules, config, ckpts, gpu_hour_cost, others, rollbacks.spikes(data, attempts)
+    )
+    det.rollbacks = rollbacks.rows(data, attempts, det.incidents)
     detect_store.write(store, det)
     explain_store.write(store, det)
     if det.coverage is not None:

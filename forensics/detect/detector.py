@@ -445,9 +445,11 @@ def detect_data(
     checkpoints: list[Checkpoint] | None = None,
     gpu_hour_cost: float | None = None,
     others: list[recurrence.RunSpikes] | None = None,
+    attempts: list[recurrence.RunSpikes] | None = None,
 ) -> Detection:
     """Find, type, explain and advise on every incident of one run. `others`: the other
-    runs of the store (their spikes give the cross-run features)."""
+    runs of the store (their spikes give the cross-run features); `attempts`: the attempts
+    the run went back from (rollbacks.spikes: the rollback_recurrence feature)."""
     cfg = cfg or DetectConfig()
     missing = data.missing()
     notes: list[str] = []
@@ -485,7 +487,16 @@ def detect_data(
     for n, inc in enumerate(incidents, 1):
         inc.id = n
     _explain(
-        incidents, data, sc, rules, cfg, missing, checkpoints or [], gpu_hour_cost, others or []
+        incidents,
+        data,
+        sc,
+        rules,
+        cfg,
+        missing,
+        checkpoints or [],
+        gpu_hour_cost,
+        others or [],
+        attempts or [],
     )
     for inc in incidents:
         inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
@@ -566,6 +577,7 @@ def _explain(
     checkpoints: list[Checkpoint],
     gpu_hour_cost: float | None,
     others: list[recurrence.RunSpikes],
+    attempts: list[recurrence.RunSpikes],
 ) -> None:
     ctx = run_context(data, [s for i in incidents for s, _ in i.peaks if i.origin == "loss"])
     have = data.evidence_sources()
@@ -574,6 +586,9 @@ def _explain(
         compute(inc, data, ctx, cfg, incidents[:n])
         if inc.origin == "loss":
             inc.features.update(recurrence.cross_features(inc, data.interval, tps, others))
+            inc.features["rollback_recurrence"] = recurrence.in_attempts(
+                inc, data.interval, attempts
+            )
         shape = _shape_evidence(inc)
         inc.evidence = list(shape)
         classify(inc, rules, cfg, missing)  # the findings table: every rule, fired or not

@@ -120,6 +120,18 @@ def cross_features(
     return {"cross_runs": float(len(hits)), "cross_runs_covering": float(len(covering))}
 
 
+def in_attempts(inc: Incident, interval: float, attempts: list[RunSpikes]) -> float | None:
+    """rollback_recurrence: how many attempts the run went back from (rollbacks.py) spiked at
+    the incident's step too; None when no attempt logged that step. The same model state
+    and data met again after a restart from a checkpoint: a spike that comes again is not a
+    transient fault (Megatron's rerun state machine reasons the same way, online)."""
+    steps = [s for s, v in inc.peaks if v is not None and np.isfinite(v)] or [inc.peak_step]
+    covering = [a for a in attempts if any(covers(a, s) for s in steps)]
+    if not covering:
+        return None
+    return float(sum(1 for a in covering if any(_matches(s, interval, None, a) for s in steps)))
+
+
 # ----- the store side -------------------------------------------------------------------------
 def run_spikes(store: Store) -> list[RunSpikes]:
     """Every run of the store with its stored loss-incident peaks (empty when not detected)."""

@@ -31,6 +31,7 @@ import numpy as np
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import Metric, RunData
 from forensics.detect.model import Incident
+from forensics.detect.recurrence import RunSpikes
 from forensics.detect.rules import Rule
 from forensics.detect.vocab import DIVERGENT, LINGERING
 from forensics.store import Store
@@ -134,12 +135,60 @@ def attempt_data(data: RunData, a: Attempt) -> RunData:
     return RunData(run_id, data.loss_name, loss, aux, dict(data.config), None, events)
 
 
-def _worst(incidents: list[Incident], cut: int) -> Incident | None:
-    """The attempt's worst incident reaching past `cut` (earlier ones are the run's own)."""
-    own = [i for i in incidents if i.peak_step >= cut or i.end_step is None]
-    if not own:
+@dataclass(frozen=True)
+class Detected:
+    """An attempt and its own incidents (those reaching past its first step logged again)."""
+
+    attempt: Attempt
+    incidents: list[Incident]
+    interval: float
+
+
+def detect_attempts(
+    data: RunData, attempts: list[Attempt], rules: list[Rule], cfg: DetectConfig | None = None
+) -> list[Detected]:
+    """Detect each attempt on its own trajectory; keep the incidents that are its own."""
+    from forensics.detect.detector import detect_data  # the detector imports recurrence
+
+    out = []
+    for a in attempts:
+        ad = attempt_data(data, a)
+        det = detect_data(ad, rules, cfg)
+        own = [i for i in det.incidents if i.peak_step >= a.first or i.end_step is None]
+        out.append(Detected(a, own, ad.interval))
+    return out
+
+
+def spikes(data: RunData, found: list[Detected]) -> list[RunSpikes]:
+    """Each attempt as the run's detection sees it (recurrence.in_attempts): the steps it
+    logged again and its loss peaks there."""
+    return [
+        RunSpikes(
+            f"{data.run_id} (attempt to step {d.attempt.last})",
+            tuple(
+                sorted(
+                    s
+                    for i in d.incidents
+                    for s, v in i.peaks
+                    if v is not None and np.isfinite(v) and s >= d.attempt.first
+                )
+            ),
+            d.attempt.first,
+            d.attempt.last,
+            d.interval,
+            None,
+            None,
+        )
+        for d in found
+    ]
+
+
+def _worst(incidents: list[Incident]) -> Incident | None:
+    """The attempt's worst incident: divergent before lingering before recoverable, then the
+    largest rise."""
+    if not incidents:
         return None
-    return min(own, key=lambda i: (_RANK.get(i.type, 2), -_rise(i)))
+    return min(incidents, key=lambda i: (_RANK.get(i.type, 2), -_rise(i)))
 
 
 def _rise(inc: Incident) -> float:
@@ -161,22 +210,13 @@ def _holding(incidents: list[Incident], step: int) -> int | None:
     return None
 
 
-def analyse(
-    data: RunData,
-    attempts: list[Attempt],
-    run_incidents: list[Incident],
-    rules: list[Rule],
-    cfg: DetectConfig | None = None,
-) -> list[Rollback]:
+def rows(data: RunData, found: list[Detected], run_incidents: list[Incident]) -> list[Rollback]:
     """One Rollback per attempt: its worst incident and what the run did at that step."""
-    from forensics.detect.detector import detect_data  # the detector imports this module
-
     out = []
-    for a in attempts:
+    for d in found:
+        a, inc = d.attempt, _worst(d.incidents)
         loss = a.series[data.loss_name]
         bad = ~np.isfinite(loss.values)
-        det = detect_data(attempt_data(data, a), rules, cfg)
-        inc = _worst(det.incidents, a.first)
         peak = None if inc is None else inc.peak_step
         out.append(
             Rollback(

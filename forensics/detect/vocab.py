@@ -85,6 +85,8 @@ FEATURES: dict[str, str] = {
     # across runs of one store (recurrence.py; None when the store holds no other run)
     "cross_runs": "other runs of the store with a loss spike at the same step (or the same "
     "tokens consumed) as one of this incident's peaks",
+    "rollback_recurrence": "attempts the run went back from (a resume that logged the steps "
+    "again) that spiked at this step too; missing when no attempt logged it",
     "cross_runs_covering": "other runs of the store whose loss log covers this incident's "
     "peak step",
 }

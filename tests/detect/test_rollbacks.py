@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from forensics.analyze import analyze
+from forensics.analyze import AnalyzeOptions, analyze
 from forensics.detect import detect
 from forensics.ingest import ingest
 from forensics.store import conflicts, open_store
@@ -130,18 +130,34 @@ def test_reingest_keeps_the_attempt_once(tmp_path: Path) -> None:
 
 
 def test_spike_that_comes_again_after_the_rollback(tmp_path: Path) -> None:
+    """The same one-step spike in the abandoned attempt and after the resume: the batch met
+    twice. rollback_recurrence raises batch-driven and rules out a transient fault."""
     logs = _write_tb(tmp_path / "tb", _spiked, _spiked)
     out = tmp_path / "out"
-    analyze(logs, out)
+    analyze(logs, out, options=AnalyzeOptions(min_severity="minor"))
     with open_store(out / "forensics.duckdb") as store:
         (row,) = store.query("SELECT * FROM rollbacks").to_dicts()
-        inc = store.query("SELECT incident_id, peak_step FROM incidents").to_dicts()
+        inc = store.query("SELECT incident_id, peak_step, features FROM incidents").to_dicts()
         assert row["peak_step"] == 1150 and row["incident_type"] == "recoverable"
         assert [i["peak_step"] for i in inc] == [1150]
         assert row["run_incident_id"] == inc[0]["incident_id"]
+        assert json.loads(inc[0]["features"])["rollback_recurrence"] == 1
         assert check_report(out, store, store.run_names()[0]) == []
     readme = (out / "README.md").read_text()
     assert "spiked again: incident 1 holds step 1150" in readme
+    page = next((out / "postmortems").glob("spike-01*.md")).read_text()
+    assert "It came in the attempt the run went back from too:" in page
+    assert "that attempt logged steps 1001–1200" in page
+
+
+def test_rollback_recurrence_feature(tmp_path: Path) -> None:
+    """Missing where no attempt logged the step; 0 where one did and passed it cleanly."""
+    logs = _write_tb(tmp_path / "tb", _keep, _spiked)  # the spike only after the resume
+    with open_store(tmp_path / "f.duckdb") as store:
+        ingest(store, [logs], run="r")
+        (det,) = detect(store, "r")
+    (inc,) = det.incidents
+    assert inc.peak_step == 1150 and inc.features["rollback_recurrence"] == 0
 
 
 def _llmc(path: Path, steps: range, shape) -> None:  # type: ignore[no-untyped-def]
