@@ -152,6 +152,8 @@ def build_report(
     sources = [
         {**src, "path": display_path(src["path"])} for src in model.load_sources(store, run_id)
     ]
+    rollbacks = model.load_rollbacks(store, run_id)
+    abandoned = model.load_abandoned(store, run_id, metric, rollbacks)
     return RunReport(
         run=run_id,
         metric=metric,
@@ -166,11 +168,11 @@ def build_report(
         totals=cost.totals(
             model.load_run_cost(store, run_id), incs, opts.world_size, opts.gpu_hour_cost
         ),
-        figures=plan(frame, metric, views, run_id),
+        figures=plan(frame, metric, views, run_id, abandoned),
         types=_type_counts(views),
         min_severity=opts.min_severity,
         screen=screen,
-        rollbacks=model.load_rollbacks(store, run_id),
+        rollbacks=rollbacks,
     )
 
 

@@ -20,8 +20,15 @@ if TYPE_CHECKING:
 PLOTTED_METRICS = ["loss", "grad_norm", "lr", "loss_scale"]
 
 
-def plan(frame: pl.DataFrame, metric: str, views: list[IncidentView], run: str) -> list[FigureSpec]:
-    """The overview, then per incident its metrics and any replay figures, by stable name."""
+def plan(
+    frame: pl.DataFrame,
+    metric: str,
+    views: list[IncidentView],
+    run: str,
+    abandoned: list[tuple[str, pl.DataFrame]] | None = None,
+) -> list[FigureSpec]:
+    """The overview (with the loss of each attempt the run went back from), then per
+    incident its metrics and any replay figures, by stable name."""
     incs = [v.inc for v in views]
     facts = {v.n: v.facts for v in views}
     types = {v.n: (v.type.key, v.type.name) for v in views}
@@ -30,7 +37,7 @@ def plan(frame: pl.DataFrame, metric: str, views: list[IncidentView], run: str) 
         FigureSpec(
             "run-overview",
             f"{metric} over the whole run{marked}",
-            lambda: figures.overview(frame, metric, incs, facts, types, run),
+            lambda: figures.overview(frame, metric, incs, facts, types, run, abandoned),
         )
     ]
     for v in views:

@@ -243,8 +243,10 @@ def overview(
     facts: dict[int, Facts],
     types: dict[int, tuple[str, str]],
     run: str,
+    abandoned: list[tuple[str, pl.DataFrame]] | None = None,
 ) -> go.Figure:
-    """The whole run: the loss (and grad norm / LR when logged) with every incident marked.
+    """The whole run: the loss (and grad norm / LR when logged) with every incident marked,
+    and the loss of each attempt the run went back from (`abandoned`: label, step/value).
 
     `types` maps incident id to its type (key "1"/"2"/"3", which picks the colour; name).
     """
@@ -253,6 +255,8 @@ def overview(
     fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.05)
     for i, m in enumerate(rows, start=1):
         add_curve(fig, series.column(frame, m), m, i, "#1f77b4" if i == 1 else "#555555")
+    for text, data in abandoned or []:
+        _abandoned_curve(fig, data, text)
     shapes, notes = [], []
     step_list = frame["step"].to_list()
     span = float(max(step_list) - min(step_list)) if step_list else 1.0
@@ -272,8 +276,39 @@ def overview(
     fig.update_xaxes(title_text="step", row=len(rows), col=1)
     n = len(incidents)
     marked = f"{n} incident{'s' if n != 1 else ''} marked" if n else "no incident detected"
+    if abandoned:
+        k = len(abandoned)
+        marked += f"; {k} abandoned attempt{'s' if k != 1 else ''} dashed"
     title = f"{sentence(metric)} over the whole run: {marked}<br><sup>run {_short(run)}</sup>"
     return _room(layout(fig, title, len(rows)), ends)
+
+
+def _abandoned_curve(fig: go.Figure, data: pl.DataFrame, text: str) -> None:
+    """An abandoned attempt's loss over the run's (row 1), dashed; its NaN/Inf steps as
+    crosses at its own top."""
+    steps, vals = data["step"].to_list(), [float(v) for v in data["value"].to_list()]
+    finite = [(s, v) for s, v in zip(steps, vals, strict=True) if math.isfinite(v)]
+    line = {"color": "#d62728", "width": 1.2, "dash": "dash"}
+    xs, ys = [s for s, _ in finite], [v for _, v in finite]
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=text, line=line), row=1, col=1)
+    bad = [s for s, v in zip(steps, vals, strict=True) if not math.isfinite(v)]
+    if bad and ys:
+        shown = bad[:: max(1, len(bad) // MAX_NAN_MARKERS)]
+        marker = {"symbol": "x", "color": "#d62728", "size": 8}
+        trace = go.Scatter(
+            x=shown, y=[max(ys)] * len(shown), mode="markers", name=f"{text}: NaN/Inf",
+            marker=marker,
+        )  # fmt: skip
+        fig.add_trace(trace, row=1, col=1)
+        text += f", NaN/Inf from step {bad[0]}"
+    if ys:
+        top = max(ys)
+        log = fig.layout.yaxis.type == "log"
+        fig.add_annotation(
+            x=steps[-1], y=math.log10(top) if log else top, text=" " + text, showarrow=False,
+            xanchor="left", yanchor="middle", font={"color": "#d62728", "size": 12},
+            row=1, col=1,
+        )  # fmt: skip
 
 
 def _stacked(note: dict[str, Any], ends: list[float], span: float) -> dict[str, Any]:

@@ -12,6 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import polars as pl
+
+from forensics.store import conflicts
 from forensics.store.db import Store
 from forensics.store.schema import INCIDENT_COLUMNS_V3
 
@@ -293,6 +296,23 @@ def load_rollbacks(store: Store, run_id: str) -> list[dict[str, Any]]:
         return []
     sql = "SELECT * FROM rollbacks WHERE run_id = ? ORDER BY resumed_step, source, attempt"
     return _rows(store, sql, run_id)
+
+
+def load_abandoned(
+    store: Store, run_id: str, metric: str, rollbacks: list[dict[str, Any]]
+) -> list[tuple[str, pl.DataFrame]]:
+    """Each rollback's abandoned `metric` values (`conflicts`), labelled for the overview."""
+    out = []
+    for r in rollbacks:
+        frame = store.query(
+            "SELECT step, value FROM conflicts WHERE run_id = ? AND source = ? AND metric = ? "
+            "AND coalesce(attempt, 0) = ? AND rule IN (?, ?) ORDER BY step",
+            [run_id, r["source"], metric, r["attempt"], conflicts.REWOUND, conflicts.RESUMED],
+        )
+        if frame.height:
+            label = f"abandoned attempt (steps {r['resumed_step']}-{r['abandoned_step']})"
+            out.append((label, frame))
+    return out
 
 
 NEW_COLUMNS = tuple(INCIDENT_COLUMNS_V3)  # detect columns added after the first schema

@@ -115,6 +115,8 @@ def test_abandoned_attempt_is_kept_and_detected(tmp_path: Path) -> None:
     assert "Not counted above: 200 steps were trained twice" in readme
     doc = json.loads((out / "incidents.json").read_text())
     assert doc["rollbacks"][0]["steps_again"] == 200
+    overview = (out / "figures" / "run-overview.html").read_text()
+    assert "abandoned attempt (steps 1001-1200), NaN\\u002fInf from step 1180" in overview
 
 
 def test_reingest_keeps_the_attempt_once(tmp_path: Path) -> None:
