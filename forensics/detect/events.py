@@ -120,6 +120,13 @@ def collect(data: RunData, cfg: DetectConfig) -> list[Event]:
     if data.has("overflow"):
         out += _counters(aux["overflow"], "overflow")
     out += [Event(int(s), "overflow", 1.0) for s, k, _ in data.events if k == "overflow" and s]
+    # a log that reports a NaN loss without printing it at a step (TensorFlow's `Model
+    # diverged with loss = NaN.`): the event stands at the last step printed before it
+    out += [
+        Event(int(s), "nonfinite_loss", 1.0)
+        for s, k, _ in data.events
+        if k == "nonfinite_loss" and s is not None
+    ]
     return sorted(out, key=lambda e: (e.step, e.kind))
 
 

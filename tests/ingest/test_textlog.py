@@ -49,7 +49,7 @@ def test_modded_nanogpt_spike_and_nan_step_avg() -> None:
     assert 1 not in step_avg and step_avg[946] == pytest.approx(169.90)
     assert not any(math.isnan(v) for v in res.metrics["value"].to_list())
     assert series(res, "val_loss") == {0: 10.8258, 1000: 3.4706, 1530: 3.2838}
-    assert series(res, "train_time")[946] == 159029.0
+    assert series(res, "train_time_ms")[946] == 159029.0  # cumulative ms, its unit in its name
 
 
 def test_llmc_train_and_val_lines() -> None:

@@ -73,7 +73,9 @@ _PREFIX = (
     rf".{{0,160}}?\b{_LEVEL}\b(?:\|[^\]\s]*\])?"  # `[INFO|DP=0|TP=0]` (nanotron)
     r"(?:\s*\|\s*[\w.<>]+:[\w.<>]+:\d+\s*-"  # loguru `| mod:fn:12 -`
     r"|\s+[\w.$<>]+:\d+\s+-"  # log4j `Class$:295 -`
-    r"|[\s:|\]\-]*\w*:[\w.]*:)?[\s:|\]\-]*"  # `INFO:root:`
+    # `INFO:root:`; a logger's name starts with a letter (ESPnet2's `INFO: 1epoch:train:`
+    # is the epoch and the loop, not a logger)
+    r"|[\s:|\]\-]*(?:[A-Za-z_]\w*)?:(?:[A-Za-z_][\w.]*)?:)?[\s:|\]\-]*"
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"  # glog (torchrun warnings)
     # a timestamp, after an upper-case tag (NVIDIA DLLogger's `DLL 2020-05-29 11:31:45.76 - `);
     # `2022-11-19_07:48:23.57` (ProbTransformer) joins date and time with `_`
@@ -122,6 +124,11 @@ _TRAIN_BAR_WORDS = {"epoch", "train", "training", "step", "steps", "iteration", 
 # ColossalAI's `found inf during ShardedOptimV2 step` (rich wraps it after `found`): the
 # scaler found an Inf and skipped the step, as an overflow line says.
 _OVERFLOW = r"(?i)\boverflow\b.*(?:skip|loss.?scal)|^\s*(?:.*\bfound\s+)?inf during \S+ step\b"
+# A line that says the loss became NaN without printing it at a step: TensorFlow's
+# NanTensorHook `ERROR:tensorflow:Model diverged with loss = NaN.` (and its glog copy, the
+# `NanLossDuringTrainingError: NaN loss during training.` after it), OpenNMT-tf's
+# `RuntimeError: Model diverged with loss = NaN.`
+_DIVERGED = r"(?i)\bmodel diverged with loss\s*=\s*(?:nan|[-+]?inf)\b|\bnan loss during training\b"
 # A line at a step that says the step was skipped (minFM `Step 1557: detected nan/inf/spiky
 # gradient (norm=2.19); skipping optimizer step.`): not an overflow, it has its own step.
 _SKIPS = re.compile(r"(?i)\bskip(?:ping|ped|s)?\s+(?:\w+\s+){0,2}?(?:step|update|iteration)\b")
@@ -158,6 +165,19 @@ _TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
 _PAREN_KEY = re.compile(r"\(([A-Za-z][\w.]*)\s*[=:]\s*\Z")
 # `file.cu:675` in an error or warning message is a source line, not a metric.
 _SOURCE_FILE = re.compile(r"\.(?:py|pyx|cu|cuh|c|cc|cpp|cxx|h|hpp|rs|go|java|js|ts|sh)\Z")
+# ESPnet2 glues its counts to what they count: `1epoch:train:3376-3750batch:` (epoch 1, the
+# window of batches 3376 to 3750 of that epoch), `2/20epoch started`, `1epoch results:`.
+_GLUED_EPOCH = re.compile(r"(?i)\Aepochs?(?![A-Za-z])")
+_GLUED_COUNT = re.compile(r"(?i)\A(?:batch|batches|iter|iters|iteration|iterations|step|steps)\b")
+# `time=1 minute and 42.6 seconds`, `1 hour, 31 minutes and 58.52 seconds`: a duration spelt
+# out, whose numbers are no values of their own
+_DUR_UNIT = r"(?:days?|hours?|minutes?|seconds?)"
+_DUR_AFTER = re.compile(rf"\A {_DUR_UNIT}(?: and |, )\Z")
+_DUR_BEFORE = re.compile(rf"\b{_DUR_UNIT}(?: and |, )\Z")
+# `[train] loss=2.85, ... [valid] loss=2.39, ...`: a bracketed word before a key opens a
+# section of the line, whose names belong to it
+_SECTION = re.compile(r"\[([A-Za-z][\w.\-]*)\]\s+(?=[A-Za-z])")
+_SECTION_SPLIT = {"valid": "val", "validation": "val", "val": "val", "eval": "eval", "test": "test"}
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
 _MAX_CONT_FIELDS = 12  # a step-less line with a loss and more fields than this is not a record
@@ -185,6 +205,11 @@ class Template:
     in_epoch: bool = False  # fairseq's `epoch 001:  450 / 1891`: batches within the epoch
     global_count: bool = False  # the step is a global update count (`num_updates=445`)
     groups: dict[int, str] = field(default_factory=dict)  # slot -> key of its dict (`grad_norm`)
+    # ESPnet2 `1epoch:train:3376-3750batch:`: the step is the window's end counted over the
+    # run (the epoch's offset added, `_restart_offsets`); `1epoch results:` lines are
+    # epoch summaries whose step is their cumulative `total_count`
+    glued: bool = False
+    window: bool = False  # the step slot is the end of an `a-b` window (printed as `-b`)
 
     @property
     def is_record(self) -> bool:
@@ -287,15 +312,25 @@ def infer(text: str, count: int) -> Template:
             skip.update({i - 1, i, i + 1})  # a clock `2:46:39` (an ETA), not three values
         elif re.match(r" days?, \Z", lits[i + 1]):
             skip.add(i)  # mmcv `eta: 7 days, 4:23:57`: the days of a clock
+        elif _DUR_AFTER.match(lits[i + 1]) or _DUR_BEFORE.search(before):
+            skip.add(i)  # ESPnet2 `time=1 minute and 42.6 seconds`: a duration spelt out
     # mmengine names the loop a counter belongs to: `Iter(train) [ 510/2046]` is an `iter`
     lowered = [b.lower().lstrip("[").removesuffix("(train)") for b in befores]
     bar = _progress_bar(lits, skip)
-    _step_key(tpl, lowered, lits, skip)
+    _glued_epoch(tpl, lits, lowered, skip)
+    if tpl.step_slot is None and not tpl.glued:
+        _step_key(tpl, lowered, lits, skip)
     if tpl.step_slot is None and bar is not None:
         _bar_step(tpl, lits, lowered, bar)
     if tpl.step_slot is None:
         _epoch_counter(tpl, lits, lowered, skip)
-    if tpl.step_slot is None and n and not lits[0].strip(" \t[") and 0 not in skip:
+    if (
+        tpl.step_slot is None
+        and n
+        and not lits[0].strip(" \t[")
+        and 0 not in skip
+        and not tpl.glued
+    ):
         tpl.step_slot = 0  # a bare leading `N` or `N/M`
         if n > 1 and lits[1].strip() == "/":
             tpl.per_epoch, tpl.total_slot = True, 1
@@ -303,6 +338,7 @@ def infer(text: str, count: int) -> Template:
         _epoch_iteration(tpl, lits, skip)
     split_word = _split_of(lits, befores)
     entries = dict_entries(lits)
+    sections = _sections(lits)
     for i in range(n):
         if i == tpl.step_slot or i in skip:
             continue
@@ -324,7 +360,9 @@ def infer(text: str, count: int) -> Template:
             key = f"{key} loss"
         elif split_word and split_word not in key.lower() and "loss" in key.lower():
             key = f"{split_word} {key}"
-        tpl.names[i] = _rate_by_unit(key, lits[i + 1])
+        tpl.names[i] = _in_section(_rate_by_unit(key, lits[i + 1]), sections[i])
+    if tpl.glued:
+        _glued_summary(tpl, lowered, sections)
     if tpl.step_slot is None:
         _total_counter(tpl, lowered)
     elif _counted(lowered[tpl.step_slot]) in _LATE_STEP_KEYS or lowered[tpl.step_slot].startswith(
@@ -332,7 +370,10 @@ def infer(text: str, count: int) -> Template:
     ):
         tpl.global_count = True
     late = (
-        tpl.bar or tpl.global_count or (tpl.step_slot is not None and _tagged(lits[tpl.step_slot]))
+        tpl.bar
+        or tpl.global_count
+        or tpl.glued
+        or (tpl.step_slot is not None and _tagged(lits[tpl.step_slot]))
     )
     if tpl.step_slot is not None and (
         (tpl.step_slot > _MAX_STEP_SLOT and not late) or len(tpl.names) > _MAX_FIELDS
@@ -389,6 +430,71 @@ def _counted(key: str) -> str:
     key itself otherwise: the value of such a key is printed `N/M`."""
     head, sep, _ = key.partition("/")
     return head if sep else key
+
+
+def _glued_epoch(tpl: Template, lits: list[str], lowered: list[str], skip: set[int]) -> None:
+    """ESPnet2 glues its counts to what they count. `1epoch:train:3376-3750batch:` is epoch 1
+    and the window of batches 3376-3750 of that epoch (printed `3376` and `-3750`): the step
+    is the window's end, counted over the epochs (`_restart_offsets`). `2/20epoch started`
+    counts epochs only: no step, so the line is no record. `1epoch results:` (no batch
+    window) summarises the epoch: `_glued_summary` finds its step."""
+    for i in range(len(lits) - 1):
+        if i in skip or not _GLUED_EPOCH.match(lits[i + 1]) or lits[i][-1:].isalnum():
+            continue
+        if lits[i].rstrip().endswith("/"):  # `2/20epoch`: an epoch of so many, no step
+            skip.update({i - 1, i})
+            return
+        tpl.glued, tpl.epoch_slot, tpl.keyed = True, i, True
+        skip.add(i)
+        lowered[i] = "epoch"
+        for j in range(i + 1, len(lits) - 1):
+            if _GLUED_COUNT.match(lits[j + 1]):
+                tpl.step_slot = j
+                if j - 1 > i and lits[j] == "":  # `3376-3750batch`: the window's end
+                    tpl.window = True
+                    skip.add(j - 1)
+                    skip.discard(j)  # (glued to its start, which is not a value either)
+                return
+        return
+
+
+def _glued_summary(tpl: Template, lowered: list[str], sections: list[str]) -> None:
+    """ESPnet2's `1epoch results: [train] ... total_count=7507, [valid] loss=2.387, ...`:
+    the first `total_count` counts the training iterations of the whole run up to the end of
+    the epoch, the step of the line; its other counts are no metrics. The training section's
+    values are epoch averages (`epoch/<name>`), the others keep their section (`val/loss`)."""
+    if tpl.step_slot is not None:
+        return
+    counts = [i for i in sorted(tpl.names) if lowered[i] == "total_count"]
+    if not counts:
+        tpl.glued, tpl.epoch_slot, tpl.keyed = False, None, False
+        return
+    tpl.step_slot = counts[0]
+    tpl.names = {
+        i: f"epoch/{k}" if sections[i] in ("", "train") else k
+        for i, k in tpl.names.items()
+        if i not in counts
+    }
+
+
+def _sections(lits: list[str]) -> list[str]:
+    """The section of the line each slot stands in (`[train] loss=... [valid] loss=...`),
+    '' for all when the line has fewer than two sections."""
+    out, current, opened = [], "", 0
+    for lit in lits[:-1]:
+        tags = _SECTION.findall(lit)
+        if tags:
+            current, opened = tags[-1].lower(), opened + len(tags)
+        out.append(current)
+    return out if opened >= 2 else [""] * len(out)
+
+
+def _in_section(key: str, section: str) -> str:
+    """A name in a section of the line: an evaluation split's (`[valid] loss` -> `val/loss`),
+    another's (`[att_plot] time` -> `att_plot/time`); the training section's as printed."""
+    if not section or section == "train":
+        return key
+    return f"{_SECTION_SPLIT.get(section, section)}/{key}"
 
 
 def _in_quoted_text(lits: list[str], i: int) -> bool:
@@ -717,6 +823,8 @@ def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]
             "ordinal": [t.ordinal for t in found.values()],
             "cont": [t.cont and not t.is_record for t in found.values()],
             "per_epoch": [t.per_epoch for t in found.values()],
+            "glued": [t.glued for t in found.values()],
+            "window": [t.window for t in found.values()],
         },
         schema={
             "tpl": pl.Utf8,
@@ -726,6 +834,8 @@ def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]
             "ordinal": pl.Boolean,
             "cont": pl.Boolean,
             "per_epoch": pl.Boolean,
+            "glued": pl.Boolean,
+            "window": pl.Boolean,
         },
     )
     rows = [(k, i, n) for k, t in found.items() for i, n in t.names.items()]
@@ -754,10 +864,12 @@ def extract(
     numbers to `overflow_lines` (the one pass of the overflow regex over the log)."""
     prepared = _prepared(lines)
     overflows = prepared.filter(pl.col("text").str.contains(_OVERFLOW))
+    diverged = prepared.filter(pl.col("text").str.contains(_DIVERGED))
+    said = pl.concat([overflows["line"], diverged["line"]])
     if overflow_lines is not None:
-        overflow_lines.extend(overflows["line"].to_list())
-    if overflows.height:
-        prepared = prepared.filter(~pl.col("line").is_in(overflows["line"].implode()))
+        overflow_lines.extend(said.to_list())
+    if said.len():
+        prepared = prepared.filter(~pl.col("line").is_in(said.implode()))
     found = templates(prepared, notes)
     empty = pl.DataFrame(
         schema={
@@ -781,7 +893,7 @@ def extract(
     hit = prepared.join(step_tbl, on="tpl", how="inner", maintain_order="left").with_columns(
         pl.col("body").str.extract_all(NUM).alias("nums")
     )
-    hit = _steps(hit, _epoch_headers(prepared, found, notes))
+    hit = _steps(hit, _epoch_headers(prepared, found, notes), notes)
     if any(t.bar for t in found.values()):
         hit = _training_bar_only(hit, [k for k, t in found.items() if t.bar], notes)
     # records whose step slot is not an integer (a decimal where a step was): not records
@@ -813,11 +925,13 @@ def extract(
     grouped = {t.names[i]: key for t in found.values() for i, key in t.groups.items()}
     rows = _skipped_steps(rows.select(empty.columns), hit, found, notes)
     out = _skip_increments(group_totals(rows, grouped, notes), notes)
+    records = hit.filter(~pl.col("cont")).select("line", "step")
     if overflows.height:
-        records = hit.filter(~pl.col("cont")).select("line", "step")
         out = _overflow_rows(overflows, records, out, notes, events)
+    if diverged.height and events is not None:
+        events.append(_diverged_events(diverged, records, notes))
     nonblank = lines.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0).height
-    ignored = nonblank - pl.concat([out["line"], overflows["line"]]).n_unique()
+    ignored = nonblank - pl.concat([out["line"], said]).n_unique()
     if bad_step.height:
         notes.append(f"{bad_step.height} lines whose step field is not an integer: ignored")
     return out, found, ignored
@@ -931,7 +1045,36 @@ def _overflow_rows(
     return pl.concat([rows, counts, scales]).sort("line", maintain_order=True)
 
 
-def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None) -> pl.DataFrame:
+def _diverged_events(
+    diverged: pl.DataFrame, records: pl.DataFrame, notes: list[str]
+) -> pl.DataFrame:
+    """`Model diverged with loss = NaN.` prints no step, and is often the only NaN a log
+    shows (TensorFlow stops there): one event of kind 'nonfinite_loss' at the last step a
+    record printed before it ("after step N" in its detail; no step when none did). No
+    NaN value is stored: the log prints none at any step. The copies of one report (glog's
+    line, the exception's message) at the same step are one event."""
+    hit = diverged.select(
+        "line", pl.col("text").str.extract(r"(?i)(\S*(?:model diverged|nan loss).*?)\s*$", 1)
+    ).join_asof(records.sort("line"), on="line", strategy="backward")
+    hit = hit.unique(subset=["step"], keep="first", maintain_order=True)
+    after = (
+        pl.when(pl.col("step").is_null())
+        .then(pl.lit(" (before any step the log prints)"))
+        .otherwise(pl.lit(" (after step ") + pl.col("step").cast(pl.Utf8) + pl.lit(")"))
+    )
+    notes.append(
+        f"generic reader: {hit.height} 'model diverged with loss = NaN' reports without a "
+        "step: events of kind 'nonfinite_loss' at the last step printed before them (no "
+        "value stored)"
+    )
+    return hit.select(
+        "step",
+        pl.lit("nonfinite_loss").alias("kind"),
+        (pl.col("text") + after).alias("detail"),
+    )
+
+
+def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) -> pl.DataFrame:
     """The `step` of every record line: its step slot; with an epoch, the counter within the
     epoch added to the batches of the epochs before (`Epoch [E][i/N]`, `Epoch E: .. i/N`,
     `[epoch=E][batch=i/N]`, or `i/N` after an `Epoch E/M` line); in file order for logs
@@ -959,15 +1102,67 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None) -> pl.DataFrame:
         ).drop("_header")
     epoch, total = pl.col("_epoch"), pl.col("_total")
     base = pl.min_horizontal(epoch.min().over("tpl"), pl.lit(1))
-    return hit.with_columns(
+    hit = hit.with_columns(
         pl.when(pl.col("ordinal"))
         .then(ordinal)
         .when(epoch.is_not_null() & total.is_not_null())
         .then((epoch - base) * total + pl.col("_step"))
+        .when(pl.col("window"))
+        .then(pl.col("_step").abs())  # `3376-3750batch`: the end was read as -3750
         .when(slot.is_not_null())
         .then(pl.col("_step"))
         .alias("step")
-    ).drop("_step", "_epoch", "_total")
+    )
+    if hit["glued"].any():
+        hit = _restart_offsets(hit, notes)
+    return hit.drop("_step", "_epoch", "_total")
+
+
+def _restart_offsets(hit: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+    """ESPnet2 counts batches from 1 again in every epoch and prints no epoch length. Its
+    reporter counts iterations over the whole run, and the epoch's summary line prints that
+    count (`total_count=`, its step): the next epoch's windows are counted on from there, or
+    from the previous epoch's last window where its summary is not in the file. The first
+    epoch of a file that starts later than epoch 1 is placed before its own summary's count
+    (less its last window), else counted from 0 (said in a note)."""
+    glued = hit.filter(pl.col("glued") & ~pl.col("cont") & pl.col("step").is_not_null())
+    ends = dict(
+        glued.filter(pl.col("window")).group_by("_epoch").agg(pl.col("step").max()).iter_rows()
+    )
+    totals = dict(
+        glued.filter(~pl.col("window")).group_by("_epoch").agg(pl.col("step").max()).iter_rows()
+    )
+    offsets: dict[int, int] = {}
+    previous: int | None = None
+    for e in sorted(ends):
+        if previous is not None and previous == e - 1:
+            offsets[e] = totals.get(previous, offsets[previous] + ends[previous])
+        elif e - 1 in totals:
+            offsets[e] = totals[e - 1]
+        elif e in totals and e != 1:
+            offsets[e] = totals[e] - ends[e]
+        else:
+            offsets[e] = 0
+            if e != 1:
+                notes.append(
+                    f"generic reader: epoch {e} is the first the log shows and no count of "
+                    "the iterations before it is printed: its batches are counted from 0"
+                )
+        previous = e
+    notes.append(
+        f"generic reader: {glued.filter(pl.col('window')).height} ESPnet-style "
+        "`<epoch>epoch:<loop>:<a>-<b>batch:` lines: the step is the window's end b counted "
+        "over the run (each epoch continues from the iteration count of the summary before it)"
+    )
+    table = pl.DataFrame(
+        {"_epoch": list(offsets), "_offset": list(offsets.values())},
+        schema={"_epoch": pl.Int64, "_offset": pl.Int64},
+    )
+    hit = hit.join(table, on="_epoch", how="left", maintain_order="left")
+    shift = pl.col("glued") & pl.col("window") & pl.col("_offset").is_not_null()
+    return hit.with_columns(
+        pl.when(shift).then(pl.col("step") + pl.col("_offset")).otherwise(pl.col("step"))
+    ).drop("_offset")
 
 
 def _training_bar_only(hit: pl.DataFrame, bars: list[str], notes: list[str]) -> pl.DataFrame:
@@ -1145,8 +1340,14 @@ def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
         return False
     frame = pl.DataFrame({"text": lines}, schema={"text": pl.Utf8}).with_row_index("line", 1)
     frame = frame.with_columns(pl.col("line").cast(pl.Int64))
-    rows, _, _ = extract(frame, [], with_time=False)
-    return rows["line"].n_unique() >= min_lines
+    said: list[int] = []
+    rows, _, _ = extract(frame, [], with_time=False, overflow_lines=said)
+    records = rows["line"].n_unique()
+    if records and records < min_lines:  # one record, then TensorFlow's NaN report
+        records += frame.filter(
+            pl.col("line").is_in(said) & pl.col("text").str.contains(_DIVERGED)
+        ).height
+    return records >= min_lines
 
 
 @register
