@@ -131,8 +131,11 @@ def attempt_data(data: RunData, a: Attempt) -> RunData:
         if m is not None and len(m):
             aux[name] = m
     events = [e for e in data.events if e[0] is None or e[0] < cut]
-    run_id = f"{data.run_id} (attempt to step {a.last})"
-    return RunData(run_id, data.loss_name, loss, aux, dict(data.config), None, events)
+    return RunData(_label(data, a), data.loss_name, loss, aux, dict(data.config), None, events)
+
+
+def _label(data: RunData, a: Attempt) -> str:
+    return f"{data.run_id} (attempt to step {a.last})"
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ def spikes(data: RunData, found: list[Detected]) -> list[RunSpikes]:
     logged again and its loss peaks there."""
     return [
         RunSpikes(
-            f"{data.run_id} (attempt to step {d.attempt.last})",
+            _label(data, d.attempt),
             tuple(
                 sorted(
                     s
