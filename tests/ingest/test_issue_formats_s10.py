@@ -125,3 +125,20 @@ def test_tf_loss_lines_then_the_nan_report_make_an_incident(tmp_path: Path) -> N
     (detection,) = found
     hits = [i for i in detection.incidents if i.peak_step == 5000]
     assert hits and any(e.kind == "nonfinite_loss" for e in hits[0].events)
+
+
+ESPNET_3104 = """\
+INFO: 1epoch:train:1-1020batch: iter_time=0.002, forward_time=0.112, loss=6.474, backward_time=0.487, optim_step_time=0.097, optim0_lr0=5.130e-05, train_time=1.857
+INFO: 1epoch:train:1021-2040batch: iter_time=1.498e-04, forward_time=0.109, loss=5.321, backward_time=0.490, optim_step_time=0.098, optim0_lr0=1.533e-04, train_time=1.662
+INFO: 1epoch:train:2041-3060batch: iter_time=1.601e-04, forward_time=0.105, loss=4.930, backward_time=0.486, optim_step_time=0.099, optim0_lr0=2.553e-04, train_time=1.640
+INFO: 1epoch:train:5101-6120batch: iter_time=1.574e-04, forward_time=0.110, loss=4.450, backward_time=0.489, optim_step_time=nan, optim0_lr0=4.498e-04, train_time=1.526
+"""  # noqa: E501  https://github.com/espnet/espnet/issues/3104
+
+
+def test_espnet2_optimizer_lr_is_the_learning_rate(tmp_path: Path) -> None:
+    # ESPnet2 names the LR of optimizer 0, parameter group 0 `optim0_lr0`; before, it was a
+    # metric of its own and the run's LR read as not logged
+    _, m, _ = _stored(tmp_path, ESPNET_3104)
+    assert m["lr"] == {1020: 5.13e-05, 2040: 1.533e-04, 3060: 2.553e-04, 6120: 4.498e-04}
+    assert m["loss"][6120] == 4.45
+    assert "optim0_lr0" not in m
