@@ -68,7 +68,8 @@ class Rollback:
     attempt: int
     resumed_step: int  # first step logged again by the later segment
     abandoned_step: int  # last step the attempt logged that was logged again
-    steps_again: int  # steps trained twice: resumed_step .. abandoned_step
+    again_from_step: int  # first step trained twice: after the run's last point before it
+    steps_again: int  # steps trained twice: again_from_step .. abandoned_step
     loss_points: int
     nonfinite_points: int
     first_nonfinite_step: int | None
@@ -199,6 +200,14 @@ def _rise(inc: Incident) -> float:
     return float(rise) if isinstance(rise, int | float) else 0.0
 
 
+def _again_from(data: RunData, a: Attempt) -> int:
+    """The first step trained twice: the one after the run's last logged loss point before
+    the first step logged again (a log every 10 steps that resumed from the checkpoint at
+    1000 logs 1010 first; steps 1001-1009 were trained again too)."""
+    i = int(np.searchsorted(data.loss.steps, a.first)) - 1
+    return int(data.loss.steps[i]) + 1 if i >= 0 else a.first
+
+
 def _run_value(data: RunData, step: int) -> float | None:
     """The run's own loss at `step`, or at the first point it logged after it."""
     st, v = data.loss.window_steps(step, step + max(1.0, data.interval))
@@ -221,6 +230,7 @@ def rows(data: RunData, found: list[Detected], run_incidents: list[Incident]) ->
         loss = a.series[data.loss_name]
         bad = ~np.isfinite(loss.values)
         peak = None if inc is None else inc.peak_step
+        again_from = _again_from(data, a)
         out.append(
             Rollback(
                 data.run_id,
@@ -228,7 +238,8 @@ def rows(data: RunData, found: list[Detected], run_incidents: list[Incident]) ->
                 a.attempt,
                 a.first,
                 a.last,
-                a.last - a.first + 1,
+                again_from,
+                a.last - again_from + 1,
                 len(loss),
                 int(bad.sum()),
                 int(loss.steps[bad][0]) if bad.any() else None,

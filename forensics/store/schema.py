@@ -153,7 +153,8 @@ DETECT_DDL = [
     # each with its worst incident and what the run did at that step (detect/rollbacks.py).
     """CREATE TABLE IF NOT EXISTS rollbacks (
         run_id VARCHAR NOT NULL, source VARCHAR NOT NULL, attempt INTEGER,
-        resumed_step BIGINT, abandoned_step BIGINT, steps_again BIGINT, loss_points BIGINT,
+        resumed_step BIGINT, abandoned_step BIGINT, again_from_step BIGINT, steps_again BIGINT,
+        loss_points BIGINT,
         nonfinite_points BIGINT, first_nonfinite_step BIGINT, incident_type VARCHAR,
         onset_step BIGINT, peak_step BIGINT, peak_value DOUBLE, trend_value DOUBLE,
         run_value DOUBLE, run_incident_id INTEGER

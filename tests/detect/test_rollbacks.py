@@ -214,3 +214,39 @@ def test_a_step_logged_again_at_once_is_no_attempt(tmp_path: Path) -> None:
     assert rules == [(conflicts.REPEATED, END * 4)]  # loss, norm, lr, tok/s
     (warning,) = [w for w in summary.sources[0].warnings if "again" in w]
     assert warning.startswith(f"{END * 4} (step, metric) rows logged again at once")
+
+
+def _megatron(it: int, loss: float, gn: float) -> str:
+    return (
+        f" iteration {it:8d}/    3000 | consumed samples: {it * 4:12d} | elapsed time per "
+        f"iteration (ms): 1354.9 | learning rate: 1.500E-04 | global batch size:     4 | "
+        f"lm loss: {loss:.6E} | loss scale: 32768.0 | grad norm: {gn:.3f} | "
+        "number of skipped iterations:   0 | number of nan iterations:   0 |"
+    )
+
+
+def test_megatron_log_appended_after_a_restart(tmp_path: Path) -> None:
+    """A Megatron job restarted from the checkpoint at 1000 into the same output file (SLURM
+    `--open-mode=append`), logging every 10 iterations: the first step logged again is 1010,
+    but steps 1001-1200 were all trained twice."""
+    rng = random.Random(3)
+    lines = []
+    for it in range(10, ABANDONED + 10, 10):
+        lift = 1 + (it - 1140) * 0.2 if it >= 1150 else 1.0
+        lines.append(_megatron(it, _loss(rng, it) * lift, 20.0 if lift > 1 else 1.0))
+    lines.append(" > loading checkpoint from /ckpt at iteration 1000")
+    lines += [_megatron(it, _loss(rng, it), 1.0) for it in range(1010, END + 10, 10)]
+    log = tmp_path / "train.out"
+    log.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    analyze(log, out)
+    with open_store(out / "forensics.duckdb") as store:
+        (row,) = store.query("SELECT * FROM rollbacks").to_dicts()
+        assert (row["resumed_step"], row["again_from_step"], row["steps_again"]) == (
+            1010,
+            1001,
+            200,
+        )
+        assert row["incident_type"] == "divergent" and row["run_incident_id"] is None
+        assert check_report(out, store, store.run_names()[0]) == []
+    assert "| 1010 | 200 (1001–1200) | divergent: onset" in (out / "README.md").read_text()

@@ -316,10 +316,18 @@ def _rollbacks(readme: Path, store: Store, run_id: str) -> list[str]:
         if r is None:
             out.append(f"no rollbacks row for attempt {attempt} of {source}")
             continue
-        got = (r["resumed_step"], r["abandoned_step"], r["steps_again"], r["nonfinite_points"])
-        if got != (lo, hi, hi - lo + 1, bad):
-            out.append(f"rollbacks row {got} != the conflicts' {(lo, hi, hi - lo + 1, bad)}")
-        line = f"| {lo} | {r['steps_again']:,} ({lo}–{hi}) |"
+        (prev,) = store.con.execute(
+            "SELECT max(step) FROM metrics WHERE run_id = ? AND metric IN ('loss', 'val_loss') "
+            "AND step < ?",
+            [run_id, lo],
+        ).fetchall()[0]
+        start = lo if prev is None else prev + 1
+        want = (lo, hi, start, hi - start + 1, bad)
+        got = tuple(r[k] for k in ("resumed_step", "abandoned_step", "again_from_step",
+                                   "steps_again", "nonfinite_points"))  # fmt: skip
+        if got != want:
+            out.append(f"rollbacks row {got} != the conflicts' {want}")
+        line = f"| {lo} | {r['steps_again']:,} ({start}–{hi}) |"
         if line not in text:
             out.append(f"README.md: no Rollbacks row starting {line!r}")
     return out
