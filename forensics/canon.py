@@ -21,6 +21,12 @@ from forensics.yamlio import safe_load
 _SEP = re.compile(r"[\s\-]+")
 
 
+def natural_key(text: str) -> list[tuple[int, int | str]]:
+    """Sort key that orders numbered names as a reader counts: `checkpoint-50` before
+    `checkpoint-150`."""
+    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
+
+
 def normalise(raw: str) -> str:
     """Lower-case, trim, and collapse spaces/dashes to '_' so spellings compare equal."""
     return _SEP.sub("_", raw.strip().lower())

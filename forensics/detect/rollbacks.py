@@ -35,7 +35,7 @@ from forensics.detect.recurrence import RunSpikes
 from forensics.detect.rules import Rule
 from forensics.detect.vocab import DIVERGENT, LINGERING
 from forensics.store import Store
-from forensics.store.conflicts import RESUMED, REWOUND
+from forensics.store.conflicts import ATTEMPT_RULES
 
 # Worst first: the incident that names an attempt.
 _RANK = {DIVERGENT: 0, LINGERING: 1}
@@ -88,8 +88,8 @@ def load(store: Store, run_id: str, loss_name: str) -> list[Attempt]:
     (rule RESUMED, one attempt per earlier file)."""
     rows = store.con.execute(
         "SELECT source, coalesce(attempt, 0), metric, step, value FROM conflicts "
-        "WHERE run_id = ? AND rule IN (?, ?) ORDER BY source, 2, metric, step",
-        [run_id, REWOUND, RESUMED],
+        f"WHERE run_id = ? AND {ATTEMPT_RULES} ORDER BY source, 2, metric, step",
+        [run_id],
     ).fetchall()
     grouped: dict[tuple[str, int], dict[str, dict[int, float]]] = {}
     for source, attempt, metric, step, value in rows:  # one value per step (one per rank)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import forensics.ingest.readers  # noqa: F401 - registers the readers once, at import
-from forensics.canon import AliasTable, alias_table
+from forensics.canon import AliasTable, alias_table, natural_key
 from forensics.errors import ForensicsError, InputError, one_line
 from forensics.ingest import batches, checkpoints, config, hf_args, identity
 from forensics.ingest.base import (
@@ -223,9 +222,8 @@ def _store_superseded(
     old = result.superseded
     if old is None or old.height == 0:
         return
-    kept = result.metrics.select("step", "raw_name", pl.col("value").alias("kept_value")).unique(
-        subset=["step", "raw_name"], keep="last"
-    )
+    # one row per (step, raw_name): _drop_repeated_steps kept the last of each
+    kept = result.metrics.select("step", "raw_name", pl.col("value").alias("kept_value"))
     names = {n: table.canonical(n) for n in old["raw_name"].unique().to_list()}
     frame = old.join(kept, on=["step", "raw_name"], how="left").with_columns(
         pl.lit(run_id).alias("run_id"),
@@ -542,7 +540,7 @@ def _hf_training_args(store: Store, name: str, found: list[_Source], summary: Ru
     folders = [s for s in found if s.kind == "checkpoint" and (s.path / hf_args.NAME).is_file()]
     if not folders:
         return
-    latest = max(folders, key=lambda s: _natural(s.path.name))
+    latest = max(folders, key=lambda s: natural_key(s.path.name))
     keys, warnings = hf_args.training_args_config(latest.path / hf_args.NAME)
     if warnings:
         store.add_source_warnings(name, latest.real, warnings)
@@ -554,11 +552,6 @@ def _hf_training_args(store: Store, name: str, found: list[_Source], summary: Ru
         store.con.execute(
             "UPDATE runs SET config = ? WHERE run_id = ?", [json.dumps(merged, default=str), name]
         )
-
-
-def _natural(text: str) -> list[tuple[int, int | str]]:
-    """`checkpoint-150` after `checkpoint-50`."""
-    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p]
 
 
 def _resolve_conflicts(store: Store, name: str, summary: RunSummary) -> None:

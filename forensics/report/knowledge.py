@@ -13,7 +13,6 @@ from typing import Any
 
 import yaml
 
-from forensics.detect.recovery import action_argument as action_argument  # re-exported
 from forensics.errors import ForensicsError
 from forensics.yamlio import safe_load
 

@@ -8,12 +8,12 @@ same Markdown.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
+from forensics.canon import natural_key
 from forensics.store import conflicts
 from forensics.store.db import Store
 from forensics.store.schema import INCIDENT_COLUMNS_V3
@@ -306,8 +306,8 @@ def load_abandoned(
     for r in rollbacks:
         frame = store.query(
             "SELECT step, value FROM conflicts WHERE run_id = ? AND source = ? AND metric = ? "
-            "AND coalesce(attempt, 0) = ? AND rule IN (?, ?) ORDER BY step",
-            [run_id, r["source"], metric, r["attempt"], conflicts.REWOUND, conflicts.RESUMED],
+            f"AND coalesce(attempt, 0) = ? AND {conflicts.ATTEMPT_RULES} ORDER BY step",
+            [run_id, r["source"], metric, r["attempt"]],
         )
         if frame.height:
             label = f"abandoned attempt (steps {r['resumed_step']}-{r['abandoned_step']})"
@@ -401,11 +401,7 @@ def load_sources(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The run's source files by kind, then path in natural order (checkpoint-50 before
     checkpoint-100, as a reader counts steps)."""
     sql = "SELECT path, kind, format, rows FROM sources WHERE run_id = ?"
-    return sorted(_rows(store, sql, run_id), key=lambda r: (r["kind"], _natural(r["path"])))
-
-
-def _natural(text: str) -> list[tuple[int, int | str]]:
-    return [(0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text)]
+    return sorted(_rows(store, sql, run_id), key=lambda r: (r["kind"], natural_key(r["path"])))
 
 
 def load_checkpoint_steps(store: Store, run_id: str) -> list[int]:

@@ -50,6 +50,8 @@ REPEATED = "repeated in this file"
 _IN_FILE = (REWOUND, REPEATED)
 # the rule of a value a later resume segment (another file) wrote over: `resolve` below
 RESUMED = "later resume segment"
+# the values of an attempt the run went back from (detect/rollbacks.py), as SQL `rule IN ...`
+ATTEMPT_RULES = f"rule IN {(REWOUND, RESUMED)!r}"
 
 
 @dataclass

@@ -149,8 +149,9 @@ DETECT_DDL = [
         run_id VARCHAR, incidents INTEGER, steps_lost BIGINT, overlap_steps BIGINT,
         tokens_lost DOUBLE, gpu_hours_lost DOUBLE, cost_usd DOUBLE
     )""",
-    # Attempts the run went back from (a resume that logged steps again in the same file),
-    # each with its worst incident and what the run did at that step (detect/rollbacks.py).
+    # Attempts the run went back from (a resume that logged steps again, in the same file or
+    # a later one), each with its worst incident and what the run did at that step
+    # (detect/rollbacks.py).
     """CREATE TABLE IF NOT EXISTS rollbacks (
         run_id VARCHAR NOT NULL, source VARCHAR NOT NULL, attempt INTEGER,
         resumed_step BIGINT, abandoned_step BIGINT, again_from_step BIGINT, steps_again BIGINT,

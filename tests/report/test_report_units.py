@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from forensics.detect.recovery import action_argument
 from forensics.report import fmt
 from forensics.report.export import find_chromium
 from forensics.report.figures import _stacked, decimate, label, log_ticks, tick_label, use_log
-from forensics.report.knowledge import Knowledge, action_argument
+from forensics.report.knowledge import Knowledge
 from forensics.report.render import environment, knowledge
 
 
