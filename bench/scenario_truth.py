@@ -16,6 +16,10 @@ batch ("fix removes"); else the
 burst did the damage by itself and the truth is its trigger, `rare_tokens`.
 
     python bench/scenario_truth.py [--pairs 1] [--steps 300] [--seed S] [--scenario NAME]
+                                   [--device cpu|cuda|auto]
+
+`--device cuda` trains and replays every run on the GPU (the CUDA path end to end: the
+simulator's run, the checkpoint resume, the re-run and every counterfactual).
 
 The draw is printed (`--seed` repeats it). No reference timing: this benchmark measures
 truth, not speed; each run's wall time is printed for budgeting (~1 min per run on a
@@ -68,15 +72,17 @@ def ckpt_every(steps: int) -> int:
     return max(10, steps // 10)
 
 
-def check(scenario: str, seed: int, at: int, steps: int, work: Path) -> dict[str, Any]:
+def check(
+    scenario: str, seed: int, at: int, steps: int, work: Path, device: str = "cpu"
+) -> dict[str, Any]:
     """Simulate, analyse with replay, and read what the store says about the injection."""
     t0 = time.perf_counter()
     run_dir, out = work / f"{scenario}-{seed}-{at}", work / f"{scenario}-{seed}-{at}-out"
     simulate(
-        scenario, run_dir, steps=steps, seed=seed, at=at, device="cpu", plot=False,
+        scenario, run_dir, steps=steps, seed=seed, at=at, device=device, plot=False,
         ckpt_every=ckpt_every(steps),
     )  # fmt: skip
-    analyze(run_dir, out, options=AnalyzeOptions(report=False, device="cpu"))
+    analyze(run_dir, out, options=AnalyzeOptions(report=False, device=device))
     truth = json.loads((run_dir / "truth.json").read_text())["expected"]
     onset = int(truth[0]["onset_step"]) if truth else at  # lr_too_high: after the warm-up
     peak = int(truth[0]["peak_step"]) if truth else at
@@ -162,6 +168,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=300, help="training steps per run")
     ap.add_argument("--seed", type=int, default=None, help="seed of the draw (default: fresh)")
     ap.add_argument("--scenario", action="append", help="only these scenarios (repeatable)")
+    ap.add_argument(
+        "--device", default="cpu", help="simulate and replay here: cpu (default), cuda, auto"
+    )
     args = ap.parse_args()
     draw_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
     print(f"draw seed {draw_seed} (--seed {draw_seed} repeats this draw)", flush=True)
@@ -171,7 +180,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for scenario, seed, at in pairs:
-            rows.append(check(scenario, seed, at, args.steps, Path(tmp)))
+            rows.append(check(scenario, seed, at, args.steps, Path(tmp), args.device))
             r = rows[-1]
             verdict = "ok" if r["ok"] else "WRONG"
             print(
