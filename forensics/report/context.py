@@ -293,17 +293,7 @@ def _excerpt(
     marks = {inc.onset_step: "onset", inc.peak_step: "peak", f.symptoms.recovery: "recovered"}
     if inc.onset_step == inc.peak_step:
         marks[inc.onset_step] = "onset, peak"
-    out = []
-    for i in sorted(j for j in picked if j < len(steps)):
-        row = rows.row(i, named=True)
-        out.append(
-            {
-                "step": row["step"],
-                "mark": marks.get(row["step"], ""),
-                "values": [row[c] for c in cols],
-            }
-        )
-    return out
+    return _excerpt_rows(rows, picked, marks, cols)
 
 
 def _stretch_excerpt(
@@ -324,11 +314,23 @@ def _stretch_excerpt(
     last = _index_at(steps, max(p.step for p in _peaks(f)))
     picked = {_index_at(steps, s) for s in marks} | set(range(max(0, on - 3), on))
     picked |= set(range(last + 1, last + 4))
-    out = []
-    for i in sorted(j for j in picked if j < len(steps)):
+    return _excerpt_rows(rows, picked, marks, cols)
+
+
+def _excerpt_rows(
+    rows: pl.DataFrame, picked: set[int], marks: dict[Any, str], cols: list[str]
+) -> list[dict[str, Any]]:
+    """The picked logged rows, with a row saying how many logged steps lie between two shown
+    ones: without it, 12401 then 12403 reads as if 12402 was never logged."""
+    out: list[dict[str, Any]] = []
+    last = None
+    for i in sorted(j for j in picked if j < rows.height):
+        if last is not None and i > last + 1:
+            out.append({"step": None, "mark": "", "gap": i - last - 1, "values": []})
         row = rows.row(i, named=True)
-        out.append({"step": row["step"], "mark": marks.get(row["step"], ""),
+        out.append({"step": row["step"], "mark": marks.get(row["step"], ""), "gap": 0,
                     "values": [row[c] for c in cols]})  # fmt: skip
+        last = i
     return out
 
 

@@ -168,12 +168,14 @@ def _postmortem(
 ) -> list[str]:
     out: list[str] = []
     body = text.split("<details>")[0]
-    m = re.search(rf"to {NUM} at step (\d+)", body)
+    m = re.search(rf"(?:to|`[^`]+` peaked at) {NUM} at step (\d+)", body)
     if m and (
         int(m.group(2)) != row["peak_step"] or not close(number(m.group(1)), row["peak_value"])
     ):
         out.append(f"peak quoted ({m.group(2)}, {m.group(1)}) != stored "
                    f"({row['peak_step']}, {row['peak_value']})")  # fmt: skip
+    if m and not close(number(m.group(1)), _logged(store, run_id, row["metric"], int(m.group(2)))):
+        out.append(f"peak {m.group(1)} is not the logged {row['metric']} at step {m.group(2)}")
     m = re.search(rf"gradient norm peaked at {NUM} at step (\d+)", body)
     if m:
         step, value = int(m.group(2)), number(m.group(1))

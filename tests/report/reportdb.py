@@ -172,7 +172,15 @@ def add_incident(store: Store, **kw: Any) -> None:
         kw.setdefault("recovery_step", kw.get("end_step"))
         kw.setdefault("steps_lost", kw["recovery_step"] - kw["onset_step"])
     kw.setdefault("severity", "critical" if kw.get("type") == "divergent" else "major")
-    kw.setdefault("grad_norm_peak_step", kw["peak_step"] if kw.get("grad_norm_peak") else None)
+    logged = _logged(store, kw["run_id"], kw["metric"], kw["peak_step"])
+    if kw.get("peak_value") is None:  # detection stores the logged value at the peak
+        kw["peak_value"] = logged
+    assert logged is not None and math.isclose(kw["peak_value"], logged, rel_tol=1e-3), (
+        f"incident {kw['incident_id']} of {kw['run_id']}: peak {kw['peak_value']} at step "
+        f"{kw['peak_step']} is not its logged {kw['metric']} ({logged})"
+    )
+    if kw.get("grad_norm_peak") is not None:
+        kw["grad_norm_peak"], kw["grad_norm_peak_step"] = _logged_grad_peak(store, kw)
     for k in ("peaks", "evidence", "features"):
         kw[k] = json.dumps(kw.get(k, [] if k != "features" else {}))
     values = [kw.get(c) for c in INCIDENT_COLS]
@@ -180,6 +188,26 @@ def add_incident(store: Store, **kw: Any) -> None:
     store.con.execute(
         f"INSERT INTO incidents ({', '.join(INCIDENT_COLS)}) VALUES ({marks})", values
     )
+
+
+def _logged(store: Store, run: str, metric: str, step: int) -> float | None:
+    rows = store.con.execute(
+        "SELECT value FROM metrics WHERE run_id = ? AND metric = ? AND step = ?",
+        [run, metric, step],
+    ).fetchall()
+    return float(rows[0][0]) if rows else None
+
+
+def _logged_grad_peak(store: Store, kw: dict[str, Any]) -> tuple[float, int]:
+    """The largest logged grad norm from 3 steps before the onset to the peak, and its step:
+    what detect/features.py stores, so the post-mortem's sentence agrees with its excerpt."""
+    rows = store.con.execute(
+        "SELECT value, step FROM metrics WHERE run_id = ? AND metric = 'grad_norm' "
+        "AND step BETWEEN ? AND ? AND isfinite(value) ORDER BY value DESC, step LIMIT 1",
+        [kw["run_id"], kw["onset_step"] - 3, kw["peak_step"]],
+    ).fetchall()
+    assert rows, f"no logged grad_norm around incident {kw['incident_id']} of {kw['run_id']}"
+    return float(rows[0][0]), int(rows[0][1])
 
 
 def add_finding(
