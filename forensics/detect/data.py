@@ -28,6 +28,7 @@ AUX_METRICS = (
     "update_norm",
     "adam_v_mean",
     "tokens_per_s",
+    "consumed_tokens",
     "iter_time_ms",
     "iter_time_s",
 )

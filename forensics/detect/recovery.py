@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from forensics.detect import recurrence
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import RunData
 from forensics.detect.features import number
@@ -208,12 +209,17 @@ def _tokens_per_s(data: RunData) -> float | None:
 
 
 def tokens_per_step(data: RunData) -> float | None:
-    cfg = data.config
-    tok = number(cfg.get("tokens_per_step"))
-    if tok:
+    """The config's tokens per step (or global batch x sequence length), else what the log's
+    cumulative token counter (`consumed_tokens`: OLMo's `throughput/total_tokens`) gains per
+    step: the median gain over consecutive logged points, so a resume's jump is not one."""
+    tok = number(data.config.get("tokens_per_step")) or recurrence.tokens_per_step(data.config)
+    if tok or not data.has("consumed_tokens"):
         return tok
-    gbs, seq = number(cfg.get("global_batch_size")), number(cfg.get("seq_len"))
-    return gbs * seq if gbs and seq else None
+    m = data.aux["consumed_tokens"]
+    ok = np.isfinite(m.values)
+    ds, dv = np.diff(m.steps[ok]), np.diff(m.values[ok])
+    good = (ds > 0) & (dv > 0)
+    return float(np.median(dv[good] / ds[good])) if good.any() else None
 
 
 def _stretches_text(stretches: list[tuple[int, int | None]]) -> str:

@@ -9,13 +9,17 @@ import polars as pl
 from forensics.report import series
 from forensics.report.knowledge import Knowledge
 
+# A standard metric a run logs in another form: OLMo's per-device throughput answers what
+# `tokens_per_s` is asked for (pricing needs the time per step, which either gives).
+STANDS_IN = {"tokens_per_s": ("tokens_per_s_device",)}
+
 
 def coverage(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-layer metrics (`act_norm/3`...) folded into one row per family.
 
     Only a numeric suffix is a layer (canon.py names per-layer metrics `<name>/<int>`): a
-    logger's own slashed names (OLMo's `throughput/device/tokens_per_second`,
-    `system/peak_gpu_memory_(mb)`) are metrics of their own, not layers of a family."""
+    logger's own slashed names (OLMo's `system/peak_gpu_memory_(mb)`) are metrics of their
+    own, not layers of a family."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         family, _, layer = r["metric"].partition("/")
@@ -33,6 +37,7 @@ def missing(
 ) -> list[tuple[str, str]]:
     """Standard metrics this run did not log, with why each matters."""
     logged = {r["metric"].split("/")[0] for r in coverage}
+    logged |= {name for name, stand_ins in STANDS_IN.items() if logged & set(stand_ins)}
     precision = str(config.get("precision", "")).lower()
     out = []
     for name, why in kb.metrics.items():

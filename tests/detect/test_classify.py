@@ -107,3 +107,17 @@ def test_lingering_incident_gets_a_checkpoint_and_a_cost(frame, rules) -> None: 
     assert inc.tokens_lost == inc.steps_lost * 512 * 2048
     assert inc.gpu_hours_lost == pytest.approx(inc.steps_lost * 2.0 * 64 / 3600)
     assert inc.cost_usd == pytest.approx((inc.gpu_hours_lost or 0) * 2.0)
+
+
+def test_tokens_per_step_from_the_logs_token_counter(frame, rules) -> None:  # type: ignore[no-untyped-def]
+    """No batch size in the config, but the log counts the tokens consumed (OLMo's
+    `throughput/total_tokens`, 2,097,152 per step, stored as `consumed_tokens`): the cost is
+    priced in tokens from what the counter gains per step, a resume's jump aside."""
+    loss = spike(curve(6000), 4000, 0.6, 30, offset=0.1)
+    tokens = np.arange(1, 6001) * 2_097_152.0
+    tokens[3000:] += 50 * 2_097_152.0  # a jump: the counter went on from a later checkpoint
+    f = frame(loss, consumed_tokens=tokens)
+    det = detect_data(run_data(f, {}, "t"), rules, None, [Checkpoint(2000, True)], None)
+    (inc,) = det.incidents
+    assert inc.tokens_per_step == 2_097_152
+    assert inc.tokens_lost == inc.steps_lost * 2_097_152

@@ -115,7 +115,7 @@ def test_olmo_multi_line_records(tmp_path: Path) -> None:
     _, m = _read(tmp_path, text)
     assert m["loss"][1] == 2.998 and math.isnan(m["loss"][2])
     assert m["grad_norm"][1] == 0.2370 and math.isnan(m["grad_norm"][2])
-    assert m["throughput/total_tokens"] == {1: 2097152.0, 2: 4194304.0}
+    assert m["consumed_tokens"] == {1: 2097152.0, 2: 4194304.0}
     assert "system/peak_gpu_memory_(mb)" not in m  # before the first record: no step
 
 

@@ -53,9 +53,10 @@ def test_olmo_trainer_log(real_logs: Path, tmp_db: Path) -> None:
     first = dict(zip(loss["step"], loss["value"], strict=True))
     assert first[1] == 2.998 and first[2] == 2.919
     assert m["grad_norm"].height == 1010
-    # thousands separators: 2,097,152 tokens after step 1
-    tokens = m["throughput/total_tokens"].sort("step")
+    # thousands separators: 2,097,152 tokens after step 1 (the run's token counter)
+    tokens = m["consumed_tokens"].sort("step")
     assert tokens["value"][0] == 2_097_152
+    assert m["tokens_per_s_device"].height == 1009  # per device: not the run's tokens_per_s
     assert any("train/CrossEntropyLoss" in w and "continuation" in w for w in warnings)
 
 

@@ -207,3 +207,17 @@ def test_skip_advice_for_a_trainer_run_names_the_rows_replay_stored() -> None:
     assert "--skip-train-iteration-range" not in text
     del rows["2406"]  # a step replay did not reach: no partial list passed off as the batch
     assert "drop =" not in _skip_advice("hf_trainer", [probe])
+
+
+def test_a_metric_logged_in_another_form_is_not_asked_for() -> None:
+    """OLMo logs its throughput per device: the README must not say tokens_per_s is missing
+    (a reader who sees it in the coverage table above stops trusting the list)."""
+    from forensics.report.coverage import missing
+
+    def rows(*names: str) -> list[dict]:
+        return [{"metric": n, "n": 10, "first": 1, "last": 10} for n in names]
+
+    kb = knowledge(environment())
+    asked = {name for name, _ in missing(rows("loss", "tokens_per_s_device"), {}, kb)}
+    assert "tokens_per_s" not in asked and "lr" in asked
+    assert "tokens_per_s" in {name for name, _ in missing(rows("loss"), {}, kb)}
