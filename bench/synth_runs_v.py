@@ -186,13 +186,18 @@ class _Plan:
     nf: np.ndarray  # noise-free clean training loss (index = step)
     nf_val: np.ndarray  # noise-free clean validation loss
     benign: list[str]
-    milestones: list[int]
+    milestones: list[int]  # level shifts of the clean loss: LR milestones, epoch starts
     epochs: int
     steps_per_epoch: float
 
 
-def _schedule(rng: np.random.Generator, n: int, kind: str, benign: list[str]) -> tuple:
-    if kind == "cpt":
+def _schedule(
+    rng: np.random.Generator, n: int, kind: str, benign: list[str], flat: bool = False
+) -> tuple:
+    if flat:
+        schedule = _pick(rng, ["constant", "wsd"])
+        warmup = int(max(10, n * _u(rng, 0.01, 0.06)))
+    elif kind == "cpt":
         schedule = "rewarm_cosine"
         warmup = int(n * _u(rng, 0.08, 0.25))
     else:
@@ -221,7 +226,7 @@ def _schedule(rng: np.random.Generator, n: int, kind: str, benign: list[str]) ->
             lr[t >= m] *= gamma
         benign.append(f"step_decay x{gamma} at {milestones}")
     elif schedule == "wsd":
-        frac = _u(rng, 0.1, 0.25)
+        frac = _u(rng, 0.1, 0.25) if not flat else _u(rng, 0.05, 0.1)
         d0 = int(n * (1 - frac))
         shape = _pick(rng, ["linear", "sqrt"])
         x = np.clip((t - d0) / max(n - d0, 1), 0.0, 1.0)
@@ -245,9 +250,11 @@ def _ema(x: np.ndarray, tau: float) -> np.ndarray:
     return out
 
 
-def _clean_plan(rng: np.random.Generator, n: int, kind: str, writer: str) -> _Plan:
+def _clean_plan(
+    rng: np.random.Generator, n: int, kind: str, writer: str, flat: bool = False
+) -> _Plan:
     benign: list[str] = []
-    schedule, warmup, peak, lr, milestones = _schedule(rng, n, kind, benign)
+    schedule, warmup, peak, lr, milestones = _schedule(rng, n, kind, benign, flat)
     if kind == "cpt":
         benign.append(f"continued pre-training: LR re-warm over {warmup} steps")
     vocab = _pick(rng, list(VOCABS))
@@ -303,6 +310,7 @@ def _clean_plan(rng: np.random.Generator, n: int, kind: str, writer: str) -> _Pl
         overfit = np.ones(n + 1)
         for e in range(1, epochs):
             b = int(round(e * per))
+            milestones.append(b)
             d = _u(rng, 0.03, 0.15)
             ramp = int(rng.integers(3, 30))
             factor *= 1 - d * _ramp(n, b, b + ramp)
@@ -383,7 +391,7 @@ def _inject_data_corruption(p: _Plan, s: int, small: bool, lingering: bool) -> _
             inj.level[t] = level
         grad[s : s + k] *= _u(rng, 3, 12)
         dmg = min(0.35, _u(rng, 0.02, 0.06) * math.sqrt(k))
-        model += dmg * _after(n, s + k, _u(rng, 20, 150))
+        model += dmg * _after(n, s + k, _u(rng, 20, 90))
         inj.peaks = [s + k // 2]
         inj.detail = f"garbage shard of {k} batch(es) at random-token level {level:.2f}"
     else:
@@ -391,8 +399,7 @@ def _inject_data_corruption(p: _Plan, s: int, small: bool, lingering: bool) -> _
         batch[s : s + k] = -_u(rng, 0.4, 0.85)
         grad[s : s + k] *= _u(rng, 0.3, 0.7)
         dmg = _u(rng, 0.15, 0.5)
-        tau = _u(rng, 30, 200)
-        model += dmg * _pulse(n, s + k + 3, 3, tau)
+        model += dmg * _pulse(n, s + k + 3, 3, _u(rng, 30, 90))
         inj.peaks = [s + k + 3]
         inj.detail = f"degenerate shard of {k} batches (loss collapses), then damage"
     if lingering:
@@ -511,7 +518,7 @@ def _inject_fp16_overflow(p: _Plan, s: int, design: str) -> _Inj:
         # the scale keeps falling while it climbs
         inj.overflow += list(range(peak, min(n, peak + 80), int(rng.integers(3, 9))))
     else:
-        model += _u(rng, 0.3, 1.4) * _pulse(n, peak, int(rng.integers(3, 16)), _u(rng, 20, 100))
+        model += _u(rng, 0.3, 1.4) * _pulse(n, peak, int(rng.integers(3, 16)), _u(rng, 20, 80))
         inj.scale_cap_div = 2 ** int(rng.integers(2, 6))
     return inj
 
@@ -521,7 +528,7 @@ def _inject_hardware_fault(p: _Plan, s: int) -> _Inj:
     model, batch, grad = _blank(n)
     steps = [s]
     if rng.random() < 0.4:  # a flaky device: a few bad steps close together
-        for _ in range(int(rng.integers(1, 6))):
+        for _ in range(int(rng.integers(1, 4))):
             steps.append(steps[-1] + int(rng.integers(1, 8)))
     inj = _Inj("hardware_fault", s, steps, "", model, batch, grad=grad, batch_steps=steps)
     kinds = []
@@ -579,18 +586,20 @@ def _designs(rng: np.random.Generator, cause: str, last: bool) -> str:
     return str(_pick(rng, list(names), list(probs)))
 
 
-def _place(p: _Plan, cause: str, design: str, lo: int) -> int | None:
-    """An onset step at or after `lo` that leaves the incident room, or None."""
+def _place(p: _Plan, cause: str, design: str, lo: int, reserve: int = 0) -> int | None:
+    """An onset step at or after `lo` that leaves the incident room, or None. A lingering
+    incident keeps clear of the clean loss's level shifts (an LR milestone, WSD's decay, an
+    epoch start) until its type is settled: a drop there would hide what it left."""
     rng, n = p.rng, p.n
     start = max(lo, 120, int(0.06 * n), p.warmup + 20 if cause != "lr_too_high" else 0)
-    hi = n - _NEED[(cause, design)]
+    need = _NEED[(cause, design)]
+    ok = np.arange(start, n - need - reserve + 1)
     if cause == "lr_too_high":
-        ok = np.nonzero(p.lr >= 0.92 * p.peak_lr)[0]
-        ok = ok[(ok >= max(start, int(0.8 * p.warmup), 150)) & (ok <= hi)]
-        return int(_pick(rng, list(ok))) if len(ok) else None
-    if hi <= start:
-        return None
-    return int(rng.integers(start, hi + 1))
+        ok = ok[(p.lr[ok] >= 0.92 * p.peak_lr) & (ok >= max(int(0.8 * p.warmup), 150))]
+    if design == "lingering":
+        for m in p.milestones:
+            ok = ok[(ok > m + 50) | (ok + need < m)]
+    return int(_pick(rng, list(ok))) if len(ok) else None
 
 
 def make_run(seed: int) -> VRun:
@@ -614,8 +623,11 @@ def make_run(seed: int) -> VRun:
             if causes == ["lr_too_high", "lr_too_high"]:
                 causes = causes[:1]
         # a run long enough to show its incidents' outcome (the type needs the steps after)
-        n = max(n, max(_MIN_STEPS[c] for c in causes) + (1000 if len(causes) == 2 else 0))
-    p = _clean_plan(rng, n, kind, writer)
+        n = max(n, _MIN_STEPS[causes[0]])
+        if len(causes) == 2:
+            n = max(n, 400 + _NEED[(causes[0], "recoverable")] + 900 + _MIN_STEPS[causes[1]])
+    # an LR too high late in a run: a schedule that stays at its peak (constant, WSD)
+    p = _clean_plan(rng, n, kind, writer, flat=causes[1:] == ["lr_too_high"])
     if "fp16_overflow" in causes:
         p.precision = "fp16"
     if "stale_beta2" in causes:
@@ -627,11 +639,13 @@ def make_run(seed: int) -> VRun:
     lo = 0
     for i, cause in enumerate(causes):
         last = i == len(causes) - 1
+        # the first of two leaves room for the second: its peaks, 600 steps, its need
+        reserve = 0 if last else 900 + max(v for (c, _), v in _NEED.items() if c == causes[-1])
         design = _designs(rng, cause, last)
-        s = _place(p, cause, design, lo)
+        s = _place(p, cause, design, lo, reserve)
         for other in [d for c, d in _NEED if c == cause and d != design]:
             if s is None and (last or other == "recoverable"):
-                design, s = other, _place(p, cause, other, lo)
+                design, s = other, _place(p, cause, other, lo, reserve)
         if s is None:
             continue
         small = rng.random() < 0.12
@@ -941,8 +955,12 @@ def _label(run: VRun, p: _Plan, injs: list[_Inj], clean_loss: np.ndarray, sigma:
         if inj.cause == "hardware_fault" and run.loss_mode == "megatron":
             # a NaN step is left out of Megatron's average: only an absurd value shows
             bad_shown = bool(np.any(region & np.isfinite(excess) & (excess > 50)))
-        fin = np.where(np.isfinite(excess), excess, -np.inf)
-        top = float(np.max(fin[region])) if region.any() else -np.inf
+        bad = (~np.isfinite(shown) & np.isfinite(base_logged)) | (
+            np.isfinite(excess) & (excess > 50)
+        )
+        fin = np.where(bad, np.inf, np.where(np.isfinite(excess), excess, -np.inf))
+        finite = np.where(np.isfinite(fin), fin, -np.inf)
+        top = float(np.max(finite[region])) if region.any() else -np.inf
         visible = bad_shown or top >= threshold
         peaks = _logged_peaks(run, inj, fin)
         t = _truth_dict(run, p, inj, per_excess, fin, shown, peaks, top)
@@ -954,18 +972,24 @@ def _label(run: VRun, p: _Plan, injs: list[_Inj], clean_loss: np.ndarray, sigma:
 
 
 def _logged_peaks(run: VRun, inj: _Inj, fin: np.ndarray) -> list[int]:
+    """The logged steps that show each designed peak: the record whose window holds it
+    (an averaging writer), else the highest logged excess within a few steps of it; a bad
+    value (NaN, Inf, absurd) shown counts as the highest."""
     out = []
     tol = max(run.interval, 3)
     for pk in inj.peaks:
-        near = (run.logged >= pk - tol) & (run.logged <= pk + tol)
-        if not near.any():
-            near = run.logged >= pk
-            if not near.any():
-                continue
-            idx = int(np.nonzero(near)[0][0])
-        else:
-            idx = int(np.nonzero(near)[0][np.argmax(fin[near])])
-        out.append(int(run.logged[idx]))
+        j = int(np.searchsorted(run.logged, pk))
+        if run.loss_mode != "instant" and j < len(run.logged) and run.window_start[j] <= pk:
+            out.append(int(run.logged[j]))
+            continue
+        near = np.nonzero((run.logged >= pk - tol) & (run.logged <= pk + tol))[0]
+        if len(near):
+            out.append(int(run.logged[near[np.argmax(fin[near])]]))
+        elif j < len(run.logged):
+            out.append(int(run.logged[j]))
+    if inj.cause == "hardware_fault":  # only the records that show a bad value
+        shown = [s for s in out if fin[int(np.searchsorted(run.logged, s))] == np.inf]
+        out = shown or out
     return sorted(set(out)) or [int(inj.peaks[0])]
 
 
