@@ -23,6 +23,11 @@ sample_logs/<scenario>/ with a truth.json (the PyTorch simulator's) are scored t
 
     python bench/accuracy.py [--runs 120] [--heldout 120] [--direct] [--jobs 2]
     python bench/accuracy.py --clean-scan 20000 [--heldout-base S]   # false alarms at scale
+
+A third generator, written without looking at the detector (bench/synth_runs_v.py: real
+writers, benign features of clean runs), is `--generator synth_runs_v` (or `all`): its runs
+are written by their writer, ingested and detected (--direct: the writer's rows as frames),
+and so is its clean scan (about 0.3 s a clean run). `--dump FILE` keeps every scored run.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import tempfile
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +48,7 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import synth_runs_t  # noqa: E402
+from bench import synth_runs_t, synth_runs_v  # noqa: E402
 from bench.synth_runs import CAUSES, SynthRun, logged_rows, make_run, write_run  # noqa: E402
 from forensics.detect import detect, detect_data, load_rules, run_data  # noqa: E402
 from forensics.detect.data import RunData  # noqa: E402
@@ -68,6 +73,7 @@ class Scored:
     missed: list[dict[str, Any]] = field(default_factory=list)
     false: list[dict[str, Any]] = field(default_factory=list)
     clean: bool = False
+    info: dict[str, Any] = field(default_factory=dict)  # the run's layout (third generator)
 
 
 def _tol(interval: int) -> int:
@@ -202,9 +208,71 @@ def evaluate_seed_t(seed: int, direct: bool) -> Scored:
     return s
 
 
+def _v_frame(run: synth_runs_v.VRun) -> RunData:
+    """The third generator's run as its writer logs it, without the files (--direct)."""
+    rows = synth_runs_v.logged_rows(run)
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    c = run.config
+    cfg = {"beta2": c["adam_beta2"], "peak_lr": c["lr"], "precision": c["precision"],
+           "warmup_steps": c["warmup_steps"], "grad_clip": 1.0}  # fmt: skip
+    return run_data(frame, cfg, run.name)
+
+
+def _v_detect(
+    run: synth_runs_v.VRun, rules: list[Any], direct: bool
+) -> tuple[list[dict], int, Any]:
+    """Detected incidents of a third-generator run: written by its writer, ingested and
+    detected (formats are that generator's point), or from frames with --direct."""
+    if direct:
+        det = detect_data(_v_frame(run), rules)
+        detected = [
+            clean(
+                {
+                    "id": i.id,
+                    "peak_step": i.peak_step,
+                    "onset_step": i.onset_step,
+                    "end_step": i.end_step,
+                    "type": i.type,
+                    "cause": i.cause,
+                    "confidence": i.confidence,
+                    "peaks": [{"step": s, "value": v} for s, v in i.peaks],
+                }
+            )  # fmt: skip
+            for i in det.incidents
+        ]
+        return detected, det.last_step, det
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = synth_runs_v.write_run(run, Path(tmp))
+        with open_store(Path(tmp) / "v.duckdb") as store:
+            ingest(store, [folder], run=run.name)
+            det = detect(store, run.name, rules=rules)[0]
+            detected = incidents_json(store, run.name)["incidents"]
+    return detected, det.last_step, det
+
+
+def evaluate_seed_v(seed: int, direct: bool) -> Scored:
+    """The third generator (bench/synth_runs_v.py): real writers (TensorBoard, HF Trainer
+    state, Lightning CSVLogger, Megatron text), benign features of clean runs."""
+    run = synth_runs_v.make_run(seed)
+    truth = {"run": run.name, "interval": run.interval, "incidents": run.truth, "faint": run.faint}
+    detected, last, _ = _v_detect(run, load_rules(), direct)
+    s = score(truth, detected, last)
+    for p in s.pairs:
+        p["format"], p["interval"] = run.writer, run.interval
+    s.info = {"seed": seed, "writer": run.writer, "interval": run.interval,
+              "segments": run.segments, "gap": run.gap, "kind": run.kind,
+              "loss_mode": run.loss_mode, "n_steps": run.n_steps, "benign": run.benign,
+              "faint": run.faint, "precision": run.config["precision"],
+              "logged": {k: v for k, v in run.writer_opts.items() if k.endswith("_logged")},
+              "detected": detected}  # fmt: skip
+    return s
+
+
 def evaluate_seed(seed: int, direct: bool, generator: str = "synth_runs") -> Scored:
     if generator == "synth_runs_t":
         return evaluate_seed_t(seed, direct)
+    if generator == "synth_runs_v":
+        return evaluate_seed_v(seed, direct)
     run = make_run(seed)
     rules = load_rules()
     truth = {
@@ -336,7 +404,8 @@ def run_seeds(
         return list(pool.map(evaluate_seed, seeds, [direct] * n, [generator] * n))
 
 
-GENERATORS = ("synth_runs", "synth_runs_t")
+GENERATORS = ("synth_runs", "synth_runs_t", "synth_runs_v")
+BOTH = ("synth_runs", "synth_runs_t")  # --generator both: the first two, as before
 
 
 # ----- false alarms on clean runs, at scale -------------------------------------------------
@@ -345,6 +414,8 @@ def clean_alarms(seed: int, generator: str = "synth_runs") -> list[dict[str, Any
     alarms), each with its noise_tail finding (how routine the jump is for the run's own
     loss noise) when it has one; None when the run is not clean. Frames only, so thousands
     of seeds take minutes: a false alarm comes about once in hundreds of clean runs."""
+    if generator == "synth_runs_v":
+        return _clean_alarms_v(seed)
     if generator == "synth_runs_t":
         trun = synth_runs_t.make_run(seed)
         if trun.truth or trun.faint or not trun.name.endswith("-clean"):
@@ -368,6 +439,29 @@ def clean_alarms(seed: int, generator: str = "synth_runs") -> list[dict[str, Any
     return out
 
 
+def _clean_alarms_v(seed: int) -> list[dict[str, Any]] | None:
+    """clean_alarms for the third generator: through its writer's files (its benign
+    features include how each writer logs), so slower than frames (about 0.3 s a run)."""
+    run = synth_runs_v.make_run(seed)
+    if run.truth or run.faint or not run.name.endswith("-clean"):
+        return None
+    _, _, det = _v_detect(run, load_rules(), direct=False)
+    layout = f"{run.writer}/{'+'.join(str(e) for _, e in run.segments)}"
+    out = []
+    for inc in det.incidents:
+        tail = next((e for e in inc.evidence if e.key == "noise_tail"), None)
+        out.append({
+            "run": run.name, "layout": layout, "logged": sorted(["loss", *(
+                k[: -len("_logged")] for k, v in run.writer_opts.items()
+                if k.endswith("_logged") and v)]),
+            "peak_step": inc.peak_step, "type": inc.type, "cause": inc.cause,
+            "rise": inc.features.get("rise"),
+            "noise_tail": None if tail is None else {"chance": tail.value, "note": tail.note},
+            "benign": run.benign,
+        })  # fmt: skip
+    return out
+
+
 def scan_clean(seeds: list[int], generator: str, jobs: int) -> None:
     """Print the false-alarm rate over the clean runs among `seeds`, and every alarm."""
     if jobs <= 1:
@@ -387,6 +481,8 @@ def scan_clean(seeds: list[int], generator: str, jobs: int) -> None:
             why = f"noise_tail {tail['chance']}: {tail['note']}" if tail else "no noise_tail"
             print(f"  {a['run']} [{a['layout']} {'+'.join(a['logged'])}] peak {a['peak_step']} "
                   f"{a['type']} {a['cause']} {rise}; {why}")  # fmt: skip
+            if a.get("benign"):
+                print(f"    benign: {'; '.join(a['benign'])}")
 
 
 def side_by_side(rows: dict[str, list[Scored]]) -> None:
@@ -418,7 +514,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--direct", action="store_true", help="skip writing/ingesting (frames only)")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--generator", choices=[*GENERATORS, "both"], default="both")
+    ap.add_argument(
+        "--generator",
+        choices=[*GENERATORS, "both", "all"],
+        default="both",
+        help="both: synth_runs and synth_runs_t (as before); all: the three",
+    )
+    ap.add_argument("--dump", metavar="FILE", help="write every scored run as JSON lines")
     ap.add_argument("--show-errors", action="store_true")
     ap.add_argument(
         "--clean-scan",
@@ -432,11 +534,12 @@ def main(argv: list[str] | None = None) -> int:
     heldout = args.heldout_base
     if heldout is None:
         heldout = int(time.time()) % 10_000_000 + 1_000_000  # fresh: nobody has looked at it
-    gens = GENERATORS if args.generator == "both" else (args.generator,)
+    gens = {"both": BOTH, "all": GENERATORS}.get(args.generator, (args.generator,))
     if args.clean_scan:
         for gen in gens:
             scan_clean(list(range(heldout, heldout + args.clean_scan)), gen, args.jobs)
-        print(f"\n({time.time() - t0:.0f} s, frames)")
+        how = "files for synth_runs_v, frames otherwise" if "synth_runs_v" in gens else "frames"
+        print(f"\n({time.time() - t0:.0f} s, {how})")
         return 0
     sets = [("development seeds", DEV_SEEDS, args.runs), ("held-out seeds", heldout, args.heldout)]
     columns: dict[str, list[Scored]] = {}
@@ -449,6 +552,11 @@ def main(argv: list[str] | None = None) -> int:
             columns[f"{gen} {title.split()[0]}"] = results
             if args.show_errors:
                 show_errors(results)
+            if args.dump:
+                with open(args.dump, "a") as fh:
+                    for r in results:
+                        row = {"set": title, "generator": gen, **asdict(r)}
+                        fh.write(json.dumps(row, default=str) + "\n")
     if len(columns) > 1:
         side_by_side(columns)
     samples = REPO / "sample_logs"
