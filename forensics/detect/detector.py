@@ -411,6 +411,28 @@ def _quiet_near_miss(inc: Incident, rise: GradientRise, data: RunData, log_space
     return NearMiss(inc.peak_step, data.loss_name, value, float(base or 0.0), ratio, detail)
 
 
+def _skipped_near_miss(c: ev.Cluster, data: RunData) -> NearMiss:
+    """A non-finite gradient norm whose update was skipped (events.skipped_update)."""
+    step = c.peak_step()
+    g = data.aux["grad_norm"]
+    ok = g.values[np.isfinite(g.values)]
+    base = float(np.median(ok)) if len(ok) else float("nan")
+    n = c.count("nonfinite_grad")
+    after = data.loss.values[int(np.searchsorted(data.loss.steps, c.last, side="right"))]
+    why = (
+        "an fp16 loss scaler's overflow step, skipped"
+        if data.config.get("precision") == "fp16"
+        else "a skipped update, as an fp16 loss scaler skips an overflow (precision not in the "
+        "config: in a bf16/fp32 run a NaN guard caught a fault here)"
+    )
+    detail = (
+        f"grad norm non-finite at {n} logged step{'s' if n != 1 else ''} from step {step}, the "
+        f"loss finite after it ({after:.4g} next): {why}; not an incident"
+    )
+    value = float(g.at_or_before(step) or float("nan"))
+    return NearMiss(step, "grad_norm", value, base, float("inf"), detail)
+
+
 def near_misses(
     data: RunData, sc: Screen, incidents: list[Incident], start: int, cfg: DetectConfig
 ) -> list[NearMiss]:
@@ -471,11 +493,16 @@ def detect_data(
     gap = max(cfg.event_gap_steps, 3 * data.interval)
     clusters = ev.cluster(all_events, gap, max(3.0, data.interval))
     start_end = ev.startup_end(clusters, burn_step)
+    skipped: list[NearMiss] = []
     for c in clusters:
         if c.first <= start_end and not c.unexplained_nonfinite():
             continue
         if c.stands_alone(cfg) and not any(_overlaps(c, i, gap, data.last_step) for i in incidents):
-            incidents.append(event_incident(c, sc, data, cfg))
+            precision = data.config.get("precision")
+            if ev.skipped_update(c, data.loss, data.interval, cfg, precision):
+                skipped.append(_skipped_near_miss(c, data))
+            else:
+                incidents.append(event_incident(c, sc, data, cfg))
     incidents.sort(key=lambda i: i.onset_step)
     for inc in incidents:
         lo = inc.onset_step - gap
@@ -502,7 +529,7 @@ def detect_data(
         inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
     tail_evidence(sc, incidents, [i for i in incidents if lone_jump(i, sc, cfg)], data)
     nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
-    nm += [_quiet_near_miss(i, rise, data, sc.log_space) for i, rise in quiet]
+    nm += [_quiet_near_miss(i, rise, data, sc.log_space) for i, rise in quiet] + skipped
     nm.sort(key=lambda m: m.step)
     det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
     det.coverage = _coverage(data, sc, finite, cfg)

@@ -73,6 +73,31 @@ class Cluster:
         return self.last
 
 
+def skipped_update(
+    c: Cluster, loss: Metric, interval: float, cfg: DetectConfig, precision: str | None
+) -> bool:
+    """A non-finite gradient norm the loss never felt, in a run that may use fp16: nothing
+    else serious in the cluster, and the loss logged right after it is finite. An applied
+    inf/NaN update makes the weights non-finite and every later loss NaN, so a finite loss on
+    the next logged steps means the update was skipped, by a loss scaler whose scale the log
+    does not show (HF Trainer's fp16 overflow steps log `grad_norm: inf`): routine. In a run
+    known to be bf16/fp32 no scaler overflows, and a skipped non-finite gradient is a fault
+    a NaN guard caught (a flipped bit): that stays an incident."""
+    if precision not in (None, "fp16"):
+        return False
+    serious = (
+        c.count("nonfinite_loss")
+        or c.count("absurd_grad")
+        or c.total("scale_halving") >= cfg.scale_halvings_min
+    )
+    if serious or not c.count("nonfinite_grad"):
+        return False
+    i = int(np.searchsorted(loss.steps, c.last, side="right"))
+    st, v = loss.steps[i : i + 3], loss.values[i : i + 3]
+    near = st <= c.last + max(3.0, 2 * interval)
+    return bool(near.any() and np.isfinite(v[near]).all() and np.isfinite(v).all())
+
+
 def _nonfinite(metric: Metric, kind: str) -> list[Event]:
     bad = ~np.isfinite(metric.values)
     return [Event(int(s), kind, 1.0) for s in metric.steps[bad]]
