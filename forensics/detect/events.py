@@ -73,16 +73,26 @@ class Cluster:
         return self.last
 
 
+# The longest run of skipped steps a healthy scaler makes: its start-up search halves from
+# 2^16 towards 1 at most 16 times. A longer streak is a scale collapse (or a stalled run).
+SKIP_STREAK_MAX = 16
+
+
 def skipped_update(
-    c: Cluster, loss: Metric, interval: float, cfg: DetectConfig, precision: str | None
+    c: Cluster,
+    loss: Metric,
+    interval: float,
+    cfg: DetectConfig,
+    precision: str | None,
 ) -> bool:
     """A non-finite gradient norm the loss never felt, in a run that may use fp16: nothing
-    else serious in the cluster, and the loss logged right after it is finite. An applied
-    inf/NaN update makes the weights non-finite and every later loss NaN, so a finite loss on
-    the next logged steps means the update was skipped, by a loss scaler whose scale the log
-    does not show (HF Trainer's fp16 overflow steps log `grad_norm: inf`): routine. In a run
-    known to be bf16/fp32 no scaler overflows, and a skipped non-finite gradient is a fault
-    a NaN guard caught (a flipped bit): that stays an incident."""
+    else serious in the cluster, at most SKIP_STREAK_MAX such points, and the loss, during
+    the cluster and on the next logged points, finite and at its level. An applied inf/NaN
+    update makes the weights non-finite and every later loss NaN, so that loss means the
+    update was skipped, by a loss scaler whose scale the log does not show (HF Trainer's
+    fp16 overflow steps log `grad_norm: inf`): routine. In a run known to be bf16/fp32 no
+    scaler overflows, and a skipped non-finite gradient is a fault a NaN guard caught (a
+    flipped bit): that stays an incident."""
     if precision not in (None, "fp16"):
         return False
     serious = (
@@ -90,12 +100,25 @@ def skipped_update(
         or c.count("absurd_grad")
         or c.total("scale_halving") >= cfg.scale_halvings_min
     )
-    if serious or not c.count("nonfinite_grad"):
+    if serious or not 0 < c.count("nonfinite_grad") <= SKIP_STREAK_MAX:
         return False
-    i = int(np.searchsorted(loss.steps, c.last, side="right"))
-    st, v = loss.steps[i : i + 3], loss.values[i : i + 3]
-    near = st <= c.last + max(3.0, 2 * interval)
-    return bool(near.any() and np.isfinite(v[near]).all() and np.isfinite(v).all())
+    return _loss_on_level(loss, c, c.last + max(3.0, 2 * interval))
+
+
+def _loss_on_level(loss: Metric, c: Cluster, reach: float) -> bool:
+    """The loss logged from the cluster's first step to the third point after it: there is
+    a point after it by `reach`, and every one is finite and within 2x of the median of the
+    five before (a loss logged as 0.0 beside a NaN gradient is a broken run, not a skip)."""
+    a = int(np.searchsorted(loss.steps, c.first, side="left"))
+    b = int(np.searchsorted(loss.steps, c.last, side="right"))
+    if b >= len(loss.steps) or loss.steps[b] > reach:
+        return False
+    v = loss.values[a : b + 3]
+    before = loss.values[max(0, a - 5) : a]
+    before = before[np.isfinite(before)]
+    level = float(np.median(before)) if len(before) else float(np.nanmedian(v))
+    ok = np.isfinite(v) & (v > level / 2) & (v < level * 2)
+    return bool(level > 0 and ok.all())
 
 
 def _nonfinite(metric: Metric, kind: str) -> list[Event]:

@@ -84,3 +84,35 @@ def test_an_inf_gradient_the_loss_felt_stays_an_incident(tmp_path: Path) -> None
     (run / "trainer_state.json").write_text(json.dumps(state))
     incidents, _ = _detect(run, tmp_path)
     assert any(i["onset_step"] <= 249 <= max(i["peak_step"], 249) for i in incidents)
+
+
+def _edited(tmp_path: Path, name: str, first: int, loss: float | None, last: int = 400) -> Path:
+    run = tmp_path / name
+    shutil.copytree(FIXTURE, run)
+    state = json.loads((run / "trainer_state.json").read_text())
+    for h in state["log_history"]:
+        if first <= h.get("step", 0) <= last and "grad_norm" in h:
+            h["grad_norm"] = float("nan")
+            if loss is not None:
+                h["loss"] = loss
+    (run / "trainer_state.json").write_text(json.dumps(state))
+    return run
+
+
+@pytest.mark.parametrize("last", [400, 330])
+def test_a_long_streak_of_nan_gradients_is_not_a_skip(tmp_path: Path, last: int) -> None:
+    """xtuner#187 (mmengine, fp16): `loss: 2.5128 grad_norm: nan`, then nan on every line:
+    the scaler skips every update from there on (to the end of the log), and the loss, still
+    finite, no longer learns. 31 skipped steps in a row (300-330) is a scale collapsing, not
+    its routine probe. Either is an incident."""
+    incidents, near = _detect(_edited(tmp_path, f"stalled{last}", 300, None, last), tmp_path)
+    assert any(i["onset_step"] <= 300 <= i["peak_step"] + 1 for i in incidents)
+    assert not any(m["step"] >= 300 and "skipped update" in m["detail"] for m in near)
+
+
+def test_a_loss_logged_as_zero_beside_a_nan_gradient_is_not_a_skip(tmp_path: Path) -> None:
+    """jiahe7ay/MINI_LLM#17 and sunwei925/LMM-EVQA#2: the Trainer logs `loss: 0.0` with
+    `grad_norm: nan` once the run is broken. A finite loss, but not one a skipped step
+    leaves, even when the loss comes back after: the incident stays."""
+    incidents, _ = _detect(_edited(tmp_path, "zero", 300, 0.0, 303), tmp_path)
+    assert any(i["onset_step"] <= 300 <= i["peak_step"] + 1 for i in incidents)
