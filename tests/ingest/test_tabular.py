@@ -232,3 +232,36 @@ def test_lightning_folder_ingest_twice_adds_nothing(tmp_path: Path, tmp_db: Path
         assert val["step"].to_list() == [3, 7, 11]
         assert store.metrics_long("version_0", ["lr"]).height == 12  # lr-AdamW is an alias
     assert count_rows(tmp_db) == 45
+
+
+def test_lightning_grad_norm_utility_total_is_the_grad_norm(tmp_path: Path) -> None:
+    """`lightning.pytorch.utilities.grad_norm(module, norm_type=2)` (what Lightning's docs
+    log in `on_before_optimizer_step`) names the global norm `grad_2.0_norm_total` and each
+    parameter's `grad_2.0_norm/<name>`: the total is the run's grad_norm (before, the rules
+    that read the gradient said it was not logged)."""
+    import torch
+    from lightning.pytorch.loggers import CSVLogger
+    from lightning.pytorch.utilities import grad_norm
+
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 2)
+    logger = CSVLogger(save_dir=str(tmp_path), name="lightning_logs", version=0)
+    totals = {}
+    for step in range(1, 6):
+        net.zero_grad()
+        net(torch.randn(8, 4)).pow(2).mean().backward()
+        norms = {k: float(v) for k, v in grad_norm(net, norm_type=2).items()}
+        totals[step] = norms["grad_2.0_norm_total"]
+        # the Trainer adds `epoch` to every logged row; here the logger is called directly
+        logger.log_metrics({"train_loss": 1.0 / step, "epoch": 0, **norms}, step=step)
+    logger.save()
+    folder = tmp_path / "lightning_logs" / "version_0"
+    assert read(folder / "metrics.csv", "lightning").warnings == []
+    with open_store(tmp_path / "l.duckdb") as store:
+        ingest(store, [folder], run="l")
+        got = dict(store.con.execute(
+            "SELECT step, value FROM metrics WHERE metric = 'grad_norm' ORDER BY step"
+        ).fetchall())  # fmt: skip
+        names = {r[0] for r in store.con.execute("SELECT DISTINCT metric FROM metrics").fetchall()}
+    assert got == pytest.approx(totals)
+    assert "grad_2.0_norm/weight" in names  # per parameter: kept under its own name
