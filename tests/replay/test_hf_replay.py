@@ -25,6 +25,7 @@ pytest.importorskip("transformers", reason="the [hf] extra is not installed")
 from fix_share_checks import check_ordinary_substitutes  # noqa: E402
 from hf_run import (  # noqa: E402
     RARE_STEP,
+    SEED,
     STEPS,
     build_hf_run,
     build_lm_collator_run,
@@ -113,10 +114,11 @@ def test_analyze_table_says_the_cause_replay_left(analysis: dict[str, Any]) -> N
 
 
 def test_what_to_log_next_leaves_out_what_replay_decided(analysis: dict[str, Any]) -> None:
-    """Detection asked for Adam's beta2 (stale beta2?) and the loss scale (fp16 overflow?),
-    which the Trainer's log does not hold; replay, through the run's own model, refuted both
-    causes: the post-mortem no longer asks for them, and the page reads back against the
-    store (tests/report/explained.py works out the settled rows itself)."""
+    """Detection asked for the batch's token statistics (data corruption?) and the loss scale
+    (fp16 overflow?), which the Trainer's log does not hold (beta2 it no longer asks for:
+    training_args.bin gives it); replay, through the run's own model, refuted both causes:
+    the post-mortem no longer asks for them, and the page reads back against the store
+    (tests/report/explained.py works out the settled rows itself)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "report"))
@@ -127,7 +129,7 @@ def test_what_to_log_next_leaves_out_what_replay_decided(analysis: dict[str, Any
         run_id = store.query("SELECT run_id FROM incidents")["run_id"][0]
         assert check_report(analysis["out"], store, run_id) == []
     assert {(m, sep, done) for m, sep, done in rows} == {
-        ("beta2", '["stale_beta2"]', True), ("loss_scale", '["fp16_overflow"]', True)
+        ("batch_tokens", '["data_corruption"]', True), ("loss_scale", '["fp16_overflow"]', True)
     }  # fmt: skip
     verdicts = _replays(analysis["db"])
     assert verdicts["stale_beta2"][0] == verdicts["overflow"][0] == "refuted"
@@ -218,6 +220,18 @@ def test_batch_size_comes_from_training_args(analysis: dict[str, Any]) -> None:
         "gradient_accumulation_steps 1 × world size 1 from training_args.bin" in text
     )
     assert "number of GPUs unknown" not in text
+
+
+def test_optimizer_settings_come_from_training_args(analysis: dict[str, Any]) -> None:
+    """The real TrainingArguments (tests/replay/hf_run.py: lr 3e-3, 10 warm-up steps, AdamW's
+    default betas, max_grad_norm 1.0, no fp16/bf16): what the cause rules read (beta2 for
+    stale-beta2, the peak LR and warm-up for LR-too-high, the clip) is in the run config."""
+    with open_store(analysis["db"], read_only=True) as store:
+        cfg = store.run_config(store.query("SELECT run_id FROM runs").item())
+    assert (cfg["peak_lr"], cfg["beta2"], cfg["grad_clip"]) == (3e-3, 0.999, 1.0)
+    assert cfg["warmup_steps"] == 10 and cfg["seed"] == SEED
+    assert cfg["lr_scheduler_type"] == "linear"
+    assert "fp16" not in cfg and "bf16" not in cfg  # both false: the precision is not claimed
 
 
 def test_unreadable_training_args_is_a_warning(hf_run: dict[str, Any], tmp_path: Path) -> None:
