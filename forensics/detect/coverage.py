@@ -1,7 +1,8 @@
 """What the screen did not look at, stored so that a report never calls it clean.
 
 The loss screen skips the start-up of a run (its first points, and the initial descent,
-where the loss and the fp16 loss scale legitimately jump), and a log with fewer than three
+where the loss and the fp16 loss scale legitimately jump) but for jumps to twice the trailing
+median, and a log with fewer than three
 finite loss points is not screened at all. That is a decision of detect, so detect stores
 it, one row per run in `screen_coverage`:
 
@@ -49,7 +50,8 @@ class Coverage:
         return (
             f"{size}the first {self.unscreened_points} of {self.points} logged {self.metric} "
             f"points (steps {self.first_step}-{self.unscreened_to_step}, start-up) were "
-            "not screened for spikes; non-finite values were checked there too"
+            "screened only for jumps to twice the trailing median, not for smaller spikes; "
+            "non-finite values were checked there too"
         )
 
 

@@ -181,6 +181,12 @@ def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> S
     flagged = sharp | np.nan_to_num(slow, nan=False).astype(bool)
     flagged[:start] = False
     sharp[:start] = False
+    if log_space:  # start-up: only a doubling over the last 3 points counts (startup_jump;
+        # the long trend lags a steep descent, so it is the recent level that is doubled)
+        recent = x[:start] - trailing_median(x[:start], 3)
+        jump = np.nan_to_num(recent >= cfg.startup_jump, nan=False).astype(bool)
+        flagged[:start] |= jump
+        sharp[:start] |= jump
     return Screen(steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space)
 
 

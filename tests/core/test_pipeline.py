@@ -93,7 +93,7 @@ def test_runs_index_says_coverage_in_one_short_cell(tmp_path: Path) -> None:
                 )
             assert len(row) < 200
     assert text.count("Non-finite values, gradient") == 1
-    assert "were not screened for spikes" not in text  # the long note is not repeated
+    assert "were screened only for jumps" not in text  # the long note is not repeated
 
 
 def test_runs_index_says_a_note_shared_by_runs_once(tmp_path: Path) -> None:
