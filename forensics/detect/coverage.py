@@ -50,8 +50,8 @@ class Coverage:
         return (
             f"{size}the first {self.unscreened_points} of {self.points} logged {self.metric} "
             f"points (steps {self.first_step}-{self.unscreened_to_step}, start-up) were "
-            "screened only for jumps to twice the trailing median, not for smaller spikes; "
-            "non-finite values were checked there too"
+            "screened only for jumps to twice the level of the 3 points before, not for "
+            "smaller spikes; non-finite values were checked there too"
         )
 
 

@@ -1,4 +1,4 @@
-"""The start-up is screened only for jumps to twice the trailing median.
+"""The start-up is screened only for jumps to twice the level of the 3 points before.
 
 A run logged every 20 steps spends its first 400 steps in the 20 points the screen leaves to
 the start-up (the initial descent, the fp16 scale search). A shard of random tokens there
