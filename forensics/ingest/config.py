@@ -386,11 +386,20 @@ def _precision_name(value: Any) -> str | None:
     return None
 
 
+# A Hugging Face model config (`config.json` beside the weights) says the dtype its weights
+# are stored in (`torch_dtype`, `dtype` since transformers 5), not how the run trained: an
+# fp16-autocast run saves float32 weights. Its dtype is not the run's precision.
+HF_MODEL_CONFIG = ("model_type", "transformers_version")
+
+
 def _precision(look: _Lookup) -> str | None:
     for flag in ("bf16", "fp16", "fp8"):  # Megatron/HF boolean flags: bf16: true
         if look.first((flag,), lambda v: True if v is True else None):
             return flag
-    return look.get("precision", _precision_name)
+    spellings = _SPELLINGS["precision"]
+    if all(look.first((k,), lambda v: v if v is not None else None) for k in HF_MODEL_CONFIG):
+        spellings = tuple(s for s in spellings if s not in ("dtype", "torch_dtype"))
+    return look.first(spellings, _precision_name)
 
 
 def _world_size(look: _Lookup) -> int | None:

@@ -149,3 +149,25 @@ def test_yaml_dump_of_config_round_trips(tmp_path: Path) -> None:
     raw = {"model": {"n_layer": 12, "seq_len": 2048}, "optim": {"lr": 6e-4, "betas": [0.9, 0.95]}}
     cfg = load_config(write(tmp_path / "config.yaml", yaml.safe_dump(raw)))
     assert cfg["model.n_layer"] == 12 and cfg["seq_len"] == 2048 and cfg["beta2"] == 0.95
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_hf_model_config_dtype_is_not_the_training_precision(tmp_path: Path, dtype: str) -> None:
+    """`save_pretrained` writes the weights' storage dtype into config.json: float32 for an
+    fp16-autocast run, bfloat16 for a model loaded in bf16. Neither says how the run trained
+    (a run read as fp32 would turn its fp16 overflow steps into hardware faults); the
+    Trainer's fp16/bf16 flags do (training_args.bin, forensics/ingest/hf_args.py)."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, dtype=dtype,
+    )  # fmt: skip
+    cfg.save_pretrained(tmp_path)
+    flat = flatten(load_config(tmp_path / "config.json"))
+    assert "precision" not in add_canonical(flat)
+    assert add_canonical({**flat, "fp16": True})["precision"] == "fp16"
+
+
+def test_a_training_config_dtype_is_the_precision() -> None:
+    """nanoGPT's config (`dtype = 'bfloat16'`) is the autocast dtype the run trained in."""
+    assert add_canonical({"dtype": "bfloat16", "block_size": 1024})["precision"] == "bf16"
