@@ -389,7 +389,7 @@ def _precision_name(value: Any) -> str | None:
 # A Hugging Face model config (`config.json` beside the weights) says the dtype its weights
 # are stored in (`torch_dtype`, `dtype` since transformers 5), not how the run trained: an
 # fp16-autocast run saves float32 weights. Its dtype is not the run's precision.
-HF_MODEL_CONFIG = ("model_type", "transformers_version")
+HF_MODEL_CONFIG = ("model_type", "transformers_version", "architectures")  # any marks one
 
 
 def _precision(look: _Lookup) -> str | None:
@@ -397,7 +397,7 @@ def _precision(look: _Lookup) -> str | None:
         if look.first((flag,), lambda v: True if v is True else None):
             return flag
     spellings = _SPELLINGS["precision"]
-    if all(look.first((k,), lambda v: v if v is not None else None) for k in HF_MODEL_CONFIG):
+    if any(look.first((k,), lambda v: v if v is not None else None) for k in HF_MODEL_CONFIG):
         spellings = tuple(s for s in spellings if s not in ("dtype", "torch_dtype"))
     return look.first(spellings, _precision_name)
 
