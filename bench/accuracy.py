@@ -172,6 +172,16 @@ def _detect_direct(run: SynthRun, rules: list[Any]) -> tuple[list[dict], int]:
     return out, det.last_step
 
 
+def _rows(det: Any) -> list[dict[str, Any]]:
+    """A direct detection's incidents as incidents.json gives them (the fields scored)."""
+    return [
+        clean({"id": i.id, "peak_step": i.peak_step, "onset_step": i.onset_step,
+               "end_step": i.end_step, "type": i.type, "cause": i.cause,
+               "confidence": i.confidence, "peaks": [{"step": s, "value": v} for s, v in i.peaks]})
+        for i in det.incidents
+    ]  # fmt: skip
+
+
 def evaluate_seed_t(seed: int, direct: bool) -> Scored:
     """The second generator (bench/synth_runs_t.py): its own noise, schedules and formats."""
     run = synth_runs_t.make_run(seed)
@@ -179,21 +189,7 @@ def evaluate_seed_t(seed: int, direct: bool) -> Scored:
     rules = load_rules()
     if direct:
         det = detect_data(_run_data_t(run), rules)
-        detected = [
-            clean(
-                {
-                    "id": i.id,
-                    "peak_step": i.peak_step,
-                    "onset_step": i.onset_step,
-                    "end_step": i.end_step,
-                    "type": i.type,
-                    "cause": i.cause,
-                    "confidence": i.confidence,
-                    "peaks": [{"step": s, "value": v} for s, v in i.peaks],
-                }
-            )  # fmt: skip
-            for i in det.incidents
-        ]
+        detected = _rows(det)
         last = det.last_step
     else:
         with tempfile.TemporaryDirectory() as tmp:
@@ -225,21 +221,7 @@ def _v_detect(
     detected (formats are that generator's point), or from frames with --direct."""
     if direct:
         det = detect_data(_v_frame(run), rules)
-        detected = [
-            clean(
-                {
-                    "id": i.id,
-                    "peak_step": i.peak_step,
-                    "onset_step": i.onset_step,
-                    "end_step": i.end_step,
-                    "type": i.type,
-                    "cause": i.cause,
-                    "confidence": i.confidence,
-                    "peaks": [{"step": s, "value": v} for s, v in i.peaks],
-                }
-            )  # fmt: skip
-            for i in det.incidents
-        ]
+        detected = _rows(det)
         return detected, det.last_step, det
     with tempfile.TemporaryDirectory() as tmp:
         folder = synth_runs_v.write_run(run, Path(tmp))
