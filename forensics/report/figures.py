@@ -125,12 +125,15 @@ def _nan_markers(
         row=row,
         col=1,
     )
+    xs = [x for t in fig.data if t.x is not None for x in t.x if x is not None]
+    early = not xs or bad[0] <= (min(xs) + max(xs)) / 2  # the label reads into the plot
+    n = len(bad)
     fig.add_annotation(
         x=bad[0],
         y=math.log10(top) if log else top,
-        text=f"NaN/Inf from step {bad[0]} ({len(bad)} logged steps)",
+        text=f"NaN/Inf at {n} logged step{'s' if n != 1 else ''}, the first at step {bad[0]}",
         showarrow=False,
-        xanchor="right",
+        xanchor="left" if early else "right",
         yanchor="top",
         font={"color": "#d62728", "size": 12},
         row=row,
