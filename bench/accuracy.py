@@ -163,13 +163,7 @@ def _run_data_t(run: synth_runs_t.TRun) -> RunData:
 
 def _detect_direct(run: SynthRun, rules: list[Any]) -> tuple[list[dict], int]:
     det = detect_data(_run_data(run), rules)
-    out = []
-    for inc in det.incidents:
-        out.append(clean({"id": inc.id, "peak_step": inc.peak_step, "onset_step": inc.onset_step,
-                          "end_step": inc.end_step, "type": inc.type, "cause": inc.cause,
-                          "confidence": inc.confidence, "recovery": inc.recovery,
-                          "peaks": [{"step": s, "value": v} for s, v in inc.peaks]}))  # fmt: skip
-    return out, det.last_step
+    return _rows(det), det.last_step
 
 
 def _rows(det: Any) -> list[dict[str, Any]]:
@@ -177,7 +171,8 @@ def _rows(det: Any) -> list[dict[str, Any]]:
     return [
         clean({"id": i.id, "peak_step": i.peak_step, "onset_step": i.onset_step,
                "end_step": i.end_step, "type": i.type, "cause": i.cause,
-               "confidence": i.confidence, "peaks": [{"step": s, "value": v} for s, v in i.peaks]})
+               "confidence": i.confidence, "recovery": i.recovery,
+               "peaks": [{"step": s, "value": v} for s, v in i.peaks]})
         for i in det.incidents
     ]  # fmt: skip
 

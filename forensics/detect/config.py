@@ -44,9 +44,9 @@ class DetectConfig:
     # warm-up (tr8-104B diverged there at loss 6.4 from 11) must be screened.
     burn_in_points: int = 20
     burn_in_descent: float = 0.1
-    # ... except a point at least 2x its trailing median (log 2): no start-up descent or
-    # warm-up noise doubles the loss in one logged point, a garbage batch does (a shard of
-    # random tokens puts the loss back near ln V).
+    # ... except a point at least 2x the median of the 3 points before it (log 2): no
+    # start-up descent or warm-up noise doubles the loss in one logged point, a garbage
+    # batch does (a shard of random tokens puts the loss back near ln V).
     startup_jump: float = 0.693
     # A short log (an excerpt pasted into an issue: 5-15 lines around the spike) cannot
     # spare 20 points of start-up: its burn-in shrinks to a quarter of its points, but never

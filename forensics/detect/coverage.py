@@ -1,9 +1,9 @@
 """What the screen did not look at, stored so that a report never calls it clean.
 
 The loss screen skips the start-up of a run (its first points, and the initial descent,
-where the loss and the fp16 loss scale legitimately jump) but for jumps to twice the trailing
-median, and a log with fewer than three
-finite loss points is not screened at all. That is a decision of detect, so detect stores
+where the loss and the fp16 loss scale legitimately jump) but for jumps to twice the level
+of the 3 points before, and a log with fewer than three finite loss points is not screened
+at all. That is a decision of detect, so detect stores
 it, one row per run in `screen_coverage`:
 
     run_id, metric, points (finite logged loss points), first_step, last_step,
