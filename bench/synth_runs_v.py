@@ -57,8 +57,9 @@ recoverable), `expected_cause` and `detail`. `expected_cause` is what the *file*
   is logged -> stale_beta2; else unknown.
 - lr_too_high: the LR is known (logged, or peak LR in the config) and the gradient norm
   is logged -> lr_too_high; else unknown.
-- fp16_overflow: the loss scale or skipped-iteration counts are logged -> fp16_overflow;
-  else unknown.
+- fp16_overflow: the loss scale or skipped-iteration counts are logged, or the gradient
+  norm (inf at an overflowed step, as the writers log it) is logged at an overflow step
+  before the peak and the run's config file says fp16 -> fp16_overflow; else unknown.
 - hardware_fault: it is in the truth only when the logged loss shows the bad value.
 
 An injection whose noise-free logged excess stays under max(15%, 5 x the logged noise)
@@ -1051,7 +1052,14 @@ def _expected(
     if c == "lr_too_high":
         return "lr_too_high" if lr_known and o["grad_logged"] else "unknown"
     if c == "fp16_overflow":
-        return "fp16_overflow" if o["scale_logged"] or o["skips_logged"] else "unknown"
+        # the writers log an overflowed step's grad norm as inf: with the grad norm logged
+        # at one of them before the peak and fp16 in the config, the file shows it too
+        seen = (
+            o["grad_logged"]
+            and o["config_file"]
+            and any(st in logged_set and st <= max(inj.peaks) for st in inj.overflow)
+        )
+        return "fp16_overflow" if o["scale_logged"] or o["skips_logged"] or seen else "unknown"
     return "hardware_fault"
 
 
