@@ -115,6 +115,15 @@ class DetectConfig:
     # A gradient this many times its median, at one step, is absurd: a hardware suspect that
     # forms an incident even with no loss spike.
     absurd_grad_ratio: float = 1000.0
+    # A logged loss this many times the run's initial loss is absurd: a batch of random
+    # tokens scores about ln V (the initial loss of a pre-training run), a model confidently
+    # wrong on it about twice that, and a fine-tune starts near 1 or above; 30x is beyond any
+    # batch of data, so the value itself was corrupted (features.transient_bad).
+    absurd_loss_ratio: float = 30.0
+    # At most this many bad values within transient_span_steps (or 4 log intervals) that left
+    # the loss around and between them on its trend are a transient fault (features.py).
+    transient_max: int = 4
+    transient_span_steps: int = 32
     # A one-point loss excursion whose gradient norm (logged every step) rises no more than
     # the gradient's own noise does in this fraction of the run's windows is a near-miss,
     # not an incident (quiet.py): a batch hard enough to lift the loss lifts its gradient

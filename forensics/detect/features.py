@@ -172,12 +172,14 @@ def _loss_shape(
         "log_interval": ctx.interval,
     }
     f.update(_dip_and_jump(inc, data, cfg))
+    f.update(_plateau(inc, data))
     f["recurrence"] = float(
         np.sum(np.abs(ctx.excursion_steps - inc.onset_step) <= cfg.recurrence_steps)
         - np.sum((ctx.excursion_steps >= inc.onset_step) & (ctx.excursion_steps <= span_end))
     )
     f["spikes_in_run"] = float(len(ctx.excursion_steps))
     f["isolated_nonfinite"] = _isolated(inc, data, cfg)
+    f["transient_bad"] = _transient(inc, data, cfg, ctx.initial_loss)
     return f
 
 
@@ -222,6 +224,39 @@ def _pre_dip(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Featu
         return {}
     resid = np.log(pre_v[ok]) - inc.trend.at(pre_st[ok])
     return {"pre_dip": float(np.expm1(resid.min())), "pre_dip_z": float(resid.min() / inc.sigma)}
+
+
+PLATEAU_HIGH, PLATEAU_LOW = 0.85, 0.25  # shares of the peak's rise (log) for _plateau
+
+
+def _plateau(inc: Incident, data: RunData) -> dict[str, FeatureValue]:
+    """plateau_points, plateau_edges: a one-peak rise that holds a flat top (>= 85% of its
+    height, log) for plateau_points consecutive logged points, entered from under 25% and
+    left to under 25% within plateau_edges points each way. A loss that steps up to a
+    level, holds it and steps back down is the batches' own loss while they lasted (a shard
+    the model cannot predict); a damaged model climbs and decays over many steps instead,
+    and a decay sampled every few steps can put two points near 60% but not two near the
+    top."""
+    peak_r = _log_resid(inc, inc.peak_step, inc.peak_value)
+    if peak_r is None or not np.isfinite(peak_r) or peak_r <= 0 or len(inc.peaks) > 1:
+        return {}
+    st, v = data.loss.steps, data.loss.values
+    i0 = int(np.searchsorted(st, inc.onset_step))
+    i1 = int(np.searchsorted(st, inc.span_end, side="right"))
+    idx = np.arange(max(0, i0 - 3), min(len(st), i1 + 1))
+    x = v[idx]
+    if not len(x) or not np.all(np.isfinite(x) & (x > 0)):
+        return {}
+    r = (np.log(x) - inc.trend.at(st[idx])) / peak_r
+    high = r >= PLATEAU_HIGH
+    f = int(np.argmax(high))
+    k = int(np.argmin(high[f:])) if not high[f:].all() else len(high) - f
+    before = np.flatnonzero(r[:f] < PLATEAU_LOW)
+    after = np.flatnonzero(r[f + k :] < PLATEAU_LOW)
+    if not len(before) or not len(after):
+        return {"plateau_points": float(k)}
+    edges = max(f - int(before[-1]), int(after[0]) + 1)
+    return {"plateau_points": float(k), "plateau_edges": float(edges)}
 
 
 def top_step(inc: Incident, data: RunData) -> int:
@@ -269,6 +304,43 @@ def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:
     return float(bool(np.all(calm) and len(after) and abs(float(np.median(after))) < thr))
 
 
+def _transient(inc: Incident, data: RunData, cfg: DetectConfig, initial: float | None) -> float:
+    """How many bad values (non-finite loss or gradient norm, absurd gradient, a loss
+    absurd_loss_ratio x the initial loss or more) the incident is made of, when they are
+    1 to transient_max within a short span and every other logged loss of the incident and
+    3 points on each side stays under the trend's spike band, back on the trend after: the
+    values were corrupted, not the model, which an applied NaN or absurd update would have
+    carried into every later loss. 0 otherwise. Only rises are tested: a non-finite loss
+    that HF's logging_nan_inf_filter replaced reads as a dip in its logging window."""
+    st, v = data.loss.steps, data.loss.values
+    kinds = ("nonfinite_loss", "nonfinite_grad", "absurd_grad")
+    bad = {e.step for e in inc.events if e.kind in kinds}
+    with np.errstate(invalid="ignore"):
+        wild = ~np.isfinite(v) | (v >= cfg.absurd_loss_ratio * initial if initial else False)
+    bad |= {int(s) for s in st[wild & (st >= inc.onset_step) & (st <= inc.span_end)]}
+    if not 1 <= len(bad) <= cfg.transient_max:
+        return 0.0
+    first, last = min(bad), max(bad)
+    if last - first > max(cfg.transient_span_steps, 4 * data.interval):
+        return 0.0
+    i = int(np.searchsorted(st, min(first, inc.onset_step), side="left"))
+    j = int(np.searchsorted(st, max(last, inc.span_end), side="right"))
+    if i == 0 or j >= len(st):
+        return 0.0
+    idx = np.arange(max(0, i - 3), min(len(st), j + 3))
+    if any(int(s) not in bad for s in st[idx][wild[idx]]):
+        return 0.0  # another wild value nearby: more than this incident's
+    idx = idx[~wild[idx]]
+    x = v[idx]
+    if not len(x) or not np.all(x > 0):
+        return 0.0
+    r = np.log(x) - inc.trend.at(st[idx])
+    after = r[st[idx] > last][:3]
+    thr = max(np.log1p(cfg.tolerance), 3 * inc.sigma)
+    calm = bool(np.all(r < max(cfg.rise_min, cfg.z_min * inc.sigma)))
+    return float(len(bad)) if calm and len(after) and abs(float(np.median(after))) < thr else 0.0
+
+
 def precursor_len(onset: int, cfg: DetectConfig) -> float:
     """The precursor window: precursor_steps, but at most half the history before an early
     onset (a spike at step 300 has 150 steps of precursor, not a window before step 0)."""
@@ -297,6 +369,7 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
             )
             out["grad_lead"] = float(top_step(inc, data) - st[worst])
         out["grad_drift"] = _drift_ratio(g, inc.onset_step, cfg)
+        out.update(_overflows(inc, data, g))
     if data.has("param_norm"):
         out["param_drift"] = _param_drift(data.aux["param_norm"], inc.onset_step, cfg)
     if data.has("update_norm"):
@@ -408,6 +481,20 @@ def _beta2_eff(v: Metric, inc: Incident, cfg: DetectConfig) -> dict[str, Feature
         slope = np.polyfit(st[top : top + stop].astype(float), np.log(excess[:stop]), 1)[0]
         out["beta2_eff"] = float(np.clip(np.exp(slope), 0.0, 0.99999))
     return out
+
+
+def _overflows(inc: Incident, data: RunData, g: Metric) -> dict[str, FeatureValue]:
+    """overflows, overflow_lead: non-finite gradient norms with a finite loss from
+    max(50, 5 log intervals) before the onset to the first peak. An applied inf update makes
+    every later loss NaN, so the step was skipped: what an fp16 loss scaler does on an
+    overflow (HF Trainer, Lightning and Megatron log that step's grad norm as inf/nan)."""
+    first_peak = min((s for s, _ in inc.peaks), default=inc.peak_step)
+    st, v = g.window_steps(inc.onset_step - max(50.0, 5 * data.interval), first_peak)
+    loss = np.array([data.loss.at_or_before(int(s)) for s in st], dtype=float)
+    hit = st[~np.isfinite(v) & np.isfinite(loss)]
+    if not len(hit):
+        return {"overflows": 0.0}
+    return {"overflows": float(len(hit)), "overflow_lead": float(inc.onset_step - hit[0])}
 
 
 def _scaler(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:

@@ -31,6 +31,10 @@ FEATURES: dict[str, str] = {
     "pre_dip": "lowest loss / trend - 1 from dip_lookback_points points before the onset to "
     "the highest peak (negative: a batch far below trend before the spike)",
     "pre_dip_z": "pre_dip in noise units (log residual / robust sigma)",
+    "plateau_points": "consecutive logged points at 85% or more of a one-peak rise (log: a "
+    "flat top) from its first such point (None with several peaks)",
+    "plateau_edges": "logged points taken to step up to that plateau from under 25% of the "
+    "rise, or down from it to under 25%, whichever is more (None when it never came back)",
     "peak_vs_initial": "peak loss / the run's initial loss (median of the first 5 points); "
     "about 1 for a batch the model cannot predict at all",
     "settle_excess": "loss level after the spike / extrapolated trend - 1: at recovery for a "
@@ -42,6 +46,10 @@ FEATURES: dict[str, str] = {
     "nonfinite_grad": "non-finite grad-norm points from the onset to the end of the incident",
     "isolated_nonfinite": "1 when exactly one non-finite or absurd value is seen and the "
     "points on both sides are finite and near the trend, else 0",
+    "transient_bad": "bad values (non-finite loss or grad norm, absurd grad norm, a loss "
+    "absurd_loss_ratio x the initial loss or more) the incident is made of when they are 1 "
+    "to transient_max within a short span and every other logged loss around and between "
+    "them stays on the trend (the values were corrupted, not the model), else 0",
     "origin": "loss (a loss excursion) or events (non-finite values or scaler events only)",
     # gradient
     "grad_ratio": "largest grad norm from max(3, log_interval) steps before the onset to the "
@@ -51,6 +59,11 @@ FEATURES: dict[str, str] = {
     "norm (>0: the gradient came first)",
     "grad_drift": "median grad norm over the last quarter of the precursor window / the lowest "
     "median of its four quarters (a slow rise before the onset)",
+    "overflows": "non-finite grad-norm points with a finite loss from max(50, 5 log "
+    "intervals) steps before the onset to the first peak: skipped steps, as an fp16 loss "
+    "scaler skips an overflow (HF, Lightning and Megatron log their grad norm as inf/nan)",
+    "overflow_lead": "onset step - the first of those points (>= 0: the overflows came "
+    "first; None when there is none)",
     "param_drift": "relative growth of the parameter norm over the precursor window minus "
     "its growth over the window before it",
     "update_ratio": "largest update norm in the incident / median over the precursor window",
