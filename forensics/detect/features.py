@@ -110,6 +110,12 @@ def near_trend(sigma: float, cfg: DetectConfig) -> float:
     return float(max(np.log1p(cfg.tolerance), 3 * sigma))
 
 
+def spike_band(sigma: float, cfg: DetectConfig) -> float:
+    """How far (log) above its trend a point must be to be a spike itself: rise_min, or
+    z_min noise scales when the noise is wider (the screen's point test)."""
+    return float(max(cfg.rise_min, cfg.z_min * sigma))
+
+
 def _single_point_peaks(inc: Incident, data: RunData, cfg: DetectConfig) -> float | None:
     """Share of peaks that are one logged point between two points near the trend: the
     signature of a batch whose own loss was high, each peak healed at the next point."""
@@ -205,7 +211,7 @@ def _dip_and_jump(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, 
         out["next_excess"] = float(np.expm1(back))
         if peak_r and np.isfinite(peak_r):
             out["peak_drop"] = float(np.clip(1 - back / peak_r, 0, 1))
-    thr = max(np.log1p(cfg.tolerance), 3 * inc.sigma)
+    thr = near_trend(inc.sigma, cfg)
     one = inc.onset_step == inc.peak_step and back is not None and back < thr
     out["single_point"] = float(one)
     return out
@@ -298,9 +304,9 @@ def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:
     if not np.all(np.isfinite(x) & (x > 0)):
         return 0.0
     r = np.log(x) - inc.trend.at(st[idx])
-    calm = np.abs(r) < max(cfg.rise_min, cfg.z_min * inc.sigma)
+    calm = np.abs(r) < spike_band(inc.sigma, cfg)
     after = r[idx >= j]
-    thr = max(np.log1p(cfg.tolerance), 3 * inc.sigma)
+    thr = near_trend(inc.sigma, cfg)
     return float(bool(np.all(calm) and len(after) and abs(float(np.median(after))) < thr))
 
 
@@ -336,8 +342,8 @@ def _transient(inc: Incident, data: RunData, cfg: DetectConfig, initial: float |
         return 0.0
     r = np.log(x) - inc.trend.at(st[idx])
     after = r[st[idx] > last][:3]
-    thr = max(np.log1p(cfg.tolerance), 3 * inc.sigma)
-    calm = bool(np.all(r < max(cfg.rise_min, cfg.z_min * inc.sigma)))
+    thr = near_trend(inc.sigma, cfg)
+    calm = bool(np.all(r < spike_band(inc.sigma, cfg)))
     return float(len(bad)) if calm and len(after) and abs(float(np.median(after))) < thr else 0.0
 
 

@@ -1,8 +1,14 @@
-"""Series builders shared by the detection tests: a clean pre-training curve plus shapes."""
+"""Series builders shared by the detection tests: a clean pre-training curve plus shapes;
+and the incidents detection stores for a run folder."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+
+from forensics.analyze import AnalyzeOptions, analyze
+from forensics.store import open_store
 
 
 def curve(n: int = 4000, *, noise: float = 0.01, seed: int = 0, start: int = 1) -> np.ndarray:
@@ -19,3 +25,15 @@ def spike(loss: np.ndarray, at: int, amp: float, tau: float, offset: float = 0.0
     k = np.arange(len(loss) - at, dtype=float)
     out[at:] *= np.exp(offset + (amp - offset) * np.exp(-k / tau))
     return out
+
+
+def stored_incidents(folder: Path, tmp_path: Path) -> list[dict]:
+    """Analyze `folder` (no replay, no report) and return its stored incidents' onset, peak,
+    type and cause."""
+    db = tmp_path / "detect.duckdb"
+    res = analyze([folder], out=None, db=db, options=AnalyzeOptions(replay=False, report=False))
+    with open_store(db, read_only=True) as store:
+        return store.query(
+            "SELECT onset_step, peak_step, type, cause FROM incidents WHERE run_id = ?",
+            [res.run_id],
+        ).to_dicts()

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from forensics.analyze import AnalyzeOptions, analyze
-from forensics.store import open_store
+from detect_helpers import stored_incidents
 
 pytest.importorskip("torch.utils.tensorboard")
 
@@ -38,21 +36,12 @@ def _write(folder: Path, seed: int, garbage_at: int | None) -> Path:
     return folder
 
 
-def _incidents(folder: Path, tmp_path: Path) -> list[dict]:
-    db = tmp_path / "s.duckdb"
-    res = analyze([folder], out=None, db=db, options=AnalyzeOptions(replay=False, report=False))
-    with open_store(db, read_only=True) as store:
-        return store.query(
-            "SELECT onset_step, peak_step, type FROM incidents WHERE run_id = ?", [res.run_id]
-        ).to_dicts()
-
-
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_garbage_shard_in_the_start_up_is_found(tmp_path: Path, seed: int) -> None:
-    found = _incidents(_write(tmp_path / "run", seed, garbage_at=200), tmp_path)
+    found = stored_incidents(_write(tmp_path / "run", seed, garbage_at=200), tmp_path)
     assert [i["peak_step"] for i in found] == [200]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
 def test_a_steep_noisy_start_up_alone_is_no_incident(tmp_path: Path, seed: int) -> None:
-    assert _incidents(_write(tmp_path / "run", seed, garbage_at=None), tmp_path) == []
+    assert stored_incidents(_write(tmp_path / "run", seed, garbage_at=None), tmp_path) == []

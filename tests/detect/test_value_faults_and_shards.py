@@ -25,9 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from forensics.analyze import AnalyzeOptions, analyze
-from forensics.store import open_store
+from detect_helpers import stored_incidents
 
 pytest.importorskip("torch.utils.tensorboard")
 
@@ -56,16 +54,6 @@ def _write(folder: Path, seed: int, edit: Edit, precision: str = "bf16") -> Path
     return folder
 
 
-def _incidents(folder: Path, tmp_path: Path) -> list[dict]:
-    db = tmp_path / "v.duckdb"
-    res = analyze([folder], out=None, db=db, options=AnalyzeOptions(replay=False, report=False))
-    with open_store(db, read_only=True) as store:
-        return store.query(
-            "SELECT onset_step, peak_step, type, cause FROM incidents WHERE run_id = ?",
-            [res.run_id],
-        ).to_dicts()
-
-
 NAN = float("nan")
 
 
@@ -74,7 +62,7 @@ def test_a_burst_of_nan_values_that_did_not_carry_is_a_hardware_fault(
     tmp_path: Path, seed: int
 ) -> None:
     bad = {900, 903, 911}
-    found = _incidents(
+    found = stored_incidents(
         _write(tmp_path / "run", seed, lambda s, x, g: (NAN, NAN) if s in bad else (x, g)),
         tmp_path,
     )
@@ -83,7 +71,7 @@ def test_a_burst_of_nan_values_that_did_not_carry_is_a_hardware_fault(
 
 
 def test_nan_that_carries_on_is_not_a_transient_fault(tmp_path: Path) -> None:
-    found = _incidents(
+    found = stored_incidents(
         _write(tmp_path / "run", 1, lambda s, x, g: (NAN, NAN) if s >= 900 else (x, g)),
         tmp_path,
     )
@@ -98,7 +86,7 @@ def test_a_loss_far_beyond_any_batch_is_a_hardware_fault(tmp_path: Path) -> None
     def corrupt(s: int, loss: float, grad: float) -> tuple[float, float]:
         return (loss * 200, grad * 200) if s in (900, 906) else (loss, grad)
 
-    found = _incidents(_write(tmp_path / "run", 4, corrupt), tmp_path)
+    found = stored_incidents(_write(tmp_path / "run", 4, corrupt), tmp_path)
     # two one-point excursions 6 steps apart: one incident each, both named
     assert found and {i["peak_step"] for i in found} <= {900, 906}
     assert {i["cause"] for i in found} == {"hardware_fault"}
@@ -116,14 +104,14 @@ def _overflow_then_spike(s: int, loss: float, grad: float) -> tuple[float, float
 def test_inf_grad_norms_before_a_spike_in_an_fp16_run_are_overflows(
     tmp_path: Path, seed: int
 ) -> None:
-    found = _incidents(_write(tmp_path / "run", seed, _overflow_then_spike, "fp16"), tmp_path)
+    found = stored_incidents(_write(tmp_path / "run", seed, _overflow_then_spike, "fp16"), tmp_path)
     assert [(abs(i["onset_step"] - 900) <= 5, i["cause"]) for i in found] == [
         (True, "fp16_overflow")
     ]
 
 
 def test_the_same_log_from_a_bf16_run_is_not_an_overflow(tmp_path: Path) -> None:
-    found = _incidents(_write(tmp_path / "run", 1, _overflow_then_spike, "bf16"), tmp_path)
+    found = stored_incidents(_write(tmp_path / "run", 1, _overflow_then_spike, "bf16"), tmp_path)
     assert len(found) == 1 and found[0]["cause"] != "fp16_overflow"
 
 
@@ -135,7 +123,7 @@ def _shard(s: int, loss: float, grad: float) -> tuple[float, float]:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_flat_top_at_the_random_token_level_is_a_shard(tmp_path: Path, seed: int) -> None:
-    found = _incidents(_write(tmp_path / "run", seed, _shard), tmp_path)
+    found = stored_incidents(_write(tmp_path / "run", seed, _shard), tmp_path)
     assert [(i["onset_step"], i["cause"]) for i in found] == [(900, "data_corruption")]
 
 
@@ -147,5 +135,5 @@ def test_one_batch_that_decays_is_not_a_shard(tmp_path: Path) -> None:
             loss *= 1 + 1.2 * math.exp(-(s - 900) / 12)
         return loss, grad * 15 if s == 900 else grad
 
-    found = _incidents(_write(tmp_path / "run", 1, rare), tmp_path)
+    found = stored_incidents(_write(tmp_path / "run", 1, rare), tmp_path)
     assert [(i["onset_step"], i["cause"]) for i in found] == [(900, "rare_tokens")]
