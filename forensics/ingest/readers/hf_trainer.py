@@ -8,6 +8,16 @@ average over the whole run: it is stored as `train_loss_final`, never as a per-s
 and the rest of the summary goes to the config under `trainer_summary.*`. `epoch` is
 stored once per step although every entry repeats it.
 
+A diverged step's loss: with `logging_nan_inf_filter` (on by default) the Trainer adds the
+window's running mean instead of a NaN/Inf loss, so a window whose every step was
+non-finite logs `loss: 0.0` (with `grad_norm: nan` where the grad norm is logged), as in
+`{'loss': 0.0, 'grad_norm': nan, ...}` (AnswerDotAI/ModernBERT#233). A stretch of exact
+0.0 losses is read as the NaN it stands for when the grad norm is non-finite in it, or,
+without a grad norm, when the loss just before it was at least STANDIN_FLOOR (a real loss
+cannot fall from there to under 5e-5, the Trainer's rounding, in one logging window);
+a 0.0 beside a finite grad norm is a real (rounded) loss and kept. Each reading is a
+warning of the source.
+
 Config: the state's own fields (max_steps, train_batch_size, logging_steps, ...) plus a
 sibling `config.json` / `training_args.json` when present (`training_args.bin` is a
 pickle and is not loaded).
@@ -37,6 +47,9 @@ _SUMMARY_KEYS = frozenset(
 )  # fmt: skip
 _NONFINITE_TEXT = re.compile(r"[+-]?(nan|inf|infinity)", re.IGNORECASE)
 _SIBLING_CONFIGS = ("config.json", "training_args.json", "args.json")
+# A logged loss from which a fall to under 5e-5 (0.0 after the Trainer's rounding to 4
+# decimals) in one window is no real loss curve: a fine-tune's loss approaches 0 gradually.
+STANDIN_FLOOR = 0.01
 
 
 @register
@@ -92,7 +105,42 @@ def _rows(history: list[Any]) -> tuple[list[tuple[int, str, float]], dict[str, A
             continue
         rows += _entry_rows(entry, step, summary, epoch_steps)
     warnings = [f"{skipped} log_history entries without an integer 'step' skipped"]
-    return rows, summary, warnings if skipped else []
+    warnings = warnings if skipped else []
+    standins = _nan_standins(history)
+    if standins:
+        rows = [(s, k, math.nan if k == "loss" and s in standins else v) for s, k, v in rows]
+        first, last = min(standins), max(standins)
+        warnings.append(
+            f"{len(standins)} 'loss: 0.0' entries (steps {first}..{last}) read as NaN: "
+            "logging_nan_inf_filter logs 0.0 for a window whose every loss was NaN/Inf"
+        )
+    return rows, summary, warnings
+
+
+def _nan_standins(history: list[Any]) -> set[int]:
+    """Steps whose logged `loss: 0.0` stands for a non-finite loss (see the module doc)."""
+    train = [
+        e for e in history
+        if isinstance(e, dict) and isinstance(e.get("step"), int) and "loss" in e
+        and "train_runtime" not in e and _number(e["loss"]) is not None
+    ]  # fmt: skip
+    out: set[int] = set()
+    i = 0
+    while i < len(train):
+        if _number(train[i]["loss"]) != 0.0:
+            i += 1
+            continue
+        j = i
+        while j < len(train) and _number(train[j]["loss"]) == 0.0:
+            j += 1
+        grads = [g for e in train[i:j] if (g := _number(e.get("grad_norm"))) is not None]
+        before = _number(train[i - 1]["loss"]) if i else None
+        if (grads and not all(math.isfinite(g) for g in grads)) or (
+            not grads and before is not None and before >= STANDIN_FLOOR
+        ):
+            out.update(e["step"] for e in train[i:j])
+        i = j
+    return out
 
 
 def _entry_rows(
