@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from forensics.detect.config import DetectConfig
-from forensics.detect.data import RunData
-from forensics.detect.features import number
+from forensics.detect.data import RunData, number
 from forensics.detect.model import Evidence, Finding, Incident
 from forensics.detect.rules import Rule
 

@@ -122,6 +122,15 @@ class RunData:
         return p in ("bf16", "fp32", "fp8")
 
 
+def number(v: object) -> float | None:
+    """A finite float from a config value, else None."""
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f if np.isfinite(f) else None
+
+
 def _interval(m: Metric) -> float:
     return float(np.median(np.diff(m.steps))) if len(m) > 1 else 1.0
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from forensics.detect.config import DetectConfig
-from forensics.detect.data import Metric, RunData
+from forensics.detect.data import Metric, RunData, number
 from forensics.detect.model import FeatureValue, Incident
+from forensics.detect.schedule import config_lr_frac
 from forensics.detect.vocab import FEATURES
 
 # The part of v's jump whose decay gives beta2_eff (see _beta2_eff).
@@ -30,13 +31,15 @@ class RunContext:
     warmup_end: float | None
     excursion_steps: np.ndarray  # peak step of every loss excursion of the run
     interval: float
+    log_space: bool = True  # the screen's space: log loss, unless some loss is <= 0
 
 
 def run_context(data: RunData, excursion_steps: list[int]) -> RunContext:
     fin = data.loss.values[np.isfinite(data.loss.values)]
     initial = float(np.median(fin[:5])) if len(fin) else None
     peak_lr, warm = _schedule(data)
-    return RunContext(initial, peak_lr, warm, np.asarray(sorted(excursion_steps)), data.interval)
+    steps = np.asarray(sorted(excursion_steps))
+    return RunContext(initial, peak_lr, warm, steps, data.interval, bool(np.all(fin > 0)))
 
 
 def _schedule(data: RunData) -> tuple[float | None, float | None]:
@@ -52,15 +55,6 @@ def _schedule(data: RunData) -> tuple[float | None, float | None]:
             if warm is None and top > 0:
                 warm = float(lr.steps[ok][np.argmax(lr.values[ok] >= 0.98 * top)])
     return peak, warm
-
-
-def number(v: object) -> float | None:
-    """A finite float from a config value, else None."""
-    try:
-        f = float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return f if np.isfinite(f) else None
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -161,7 +155,7 @@ def _loss_shape(
     span_end = inc.span_end
     seg = data.loss.window(inc.onset_step, span_end)
     f: dict[str, FeatureValue] = {
-        "rise": _rise(inc),
+        "rise": _rise(inc, ctx.log_space),
         "rise_steps": float(min(peaks, default=inc.peak_step) - inc.onset_step),  # vocab.py
         "n_peaks": float(len(peaks)),
         "echo_count": float(len(peaks) - 1),
@@ -189,12 +183,15 @@ def _loss_shape(
     return f
 
 
-def _rise(inc: Incident) -> float | None:
+def _rise(inc: Incident, log_space: bool) -> float | None:
+    """The trend is read in the screen's own space (pre_value is): a log-space reading of a
+    linear trend would be exp(loss)."""
     if inc.peak_value is None or inc.pre_value is None:
         return None
     if not np.isfinite(inc.peak_value):
         return float("inf")
-    return float(inc.peak_value / inc.trend.value_at(inc.peak_step) - 1)
+    r = _ratio(inc.peak_value, inc.trend.value_at(inc.peak_step, log_space))
+    return None if r is None else r - 1
 
 
 def _dip_and_jump(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
@@ -435,9 +432,24 @@ def _optimizer(
         out["lr_frac"] = _ratio(data.aux["lr"].at_or_before(inc.onset_step), ctx.peak_lr)
         # a rise that spans the end of warm-up: the LR it peaked under
         out["lr_frac_peak"] = _ratio(data.aux["lr"].at_or_before(inc.peak_step), ctx.peak_lr)
+        out["lr_source"] = "log"
+    else:
+        out["lr_frac"] = config_lr_frac(_schedule_step(data, inc.onset_step), data.config)
+        out["lr_frac_peak"] = config_lr_frac(_schedule_step(data, inc.peak_step), data.config)
+        out["lr_source"] = "config" if out["lr_frac"] is not None else None
     if data.has("adam_v_mean"):
         out.update(_beta2_eff(data.aux["adam_v_mean"], inc, cfg))
     return out
+
+
+def _schedule_step(data: RunData, step: int) -> float:
+    """The step the LR scheduler has reached: Megatron does not advance it on an iteration
+    its fp16 scaler skipped, so the skipped iterations logged before `step` are taken off."""
+    if not data.has("skipped_iters"):
+        return float(step)
+    m = data.aux["skipped_iters"]
+    before = m.values[(m.steps <= step) & np.isfinite(m.values)]
+    return float(step - before.sum())
 
 
 def _precision(v: object) -> str | None:

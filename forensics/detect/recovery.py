@@ -51,8 +51,7 @@ import numpy as np
 
 from forensics.detect import recurrence
 from forensics.detect.config import DetectConfig
-from forensics.detect.data import RunData
-from forensics.detect.features import number
+from forensics.detect.data import RunData, number
 from forensics.detect.model import Evidence, Incident
 from forensics.detect.refine import onset_threshold
 from forensics.detect.typing import DIVERGENT, LINGERING, RECOVERABLE, back_step

@@ -75,9 +75,13 @@ FEATURES: dict[str, str] = {
     "v_jump": "largest ratio of adam_v_mean in the incident to its trend (a straight line in "
     "log v over the quarter precursor window before the onset)",
     "lr_frac": "learning rate at the onset / peak learning rate (config peak_lr, else the "
-    "largest logged)",
+    "largest logged); when the LR is not logged, from the config's schedule (lr_schedule, "
+    "warmup_steps, total_steps: detect/schedule.py)",
     "lr_frac_peak": "learning rate at the (highest) peak / peak learning rate: a loss that "
     "climbed for tens of steps while the warm-up ended peaked under the top LR",
+    "lr_source": "where lr_frac comes from: log (the logged LR) or config (the schedule the "
+    "config implies: lr_schedule cosine, linear, constant, wsd or inverse_sqrt with "
+    "warmup_steps and total_steps or lr_decay_steps); None when neither",
     "warmup_progress": "onset step / end of warm-up (config warmup_steps, else the first step "
     "where the logged LR reaches 98% of its peak)",
     "lr_phase": "warmup, peak or decay: where the onset sits in the LR schedule (logged LR, "

@@ -6,7 +6,8 @@ W&B's `config.yaml`). `load_config` keeps every raw key (nested keys flattened w
 '.') and adds *canonical* keys that later stages read without knowing the framework:
 
     beta1, beta2, peak_lr, min_lr, warmup_steps, grad_clip, precision (fp16|bf16|fp32|fp8),
-    world_size, seq_len, global_batch_size, total_steps, seed, tokens_per_step
+    world_size, seq_len, global_batch_size, total_steps, seed, tokens_per_step,
+    lr_schedule (cosine|linear|constant|wsd|inverse_sqrt), lr_decay_steps
 
 Where a raw key already has a canonical name but a different spelling of its value
 (Lightning's `precision: bf16-mixed`), the canonical value wins and the raw one is kept
@@ -306,6 +307,11 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
         "total_iters", "num_iterations", "train_steps",
     ),
     "seed": ("seed", "random_seed", "global_seed"),
+    "lr_schedule": (
+        "lr_schedule", "lr_scheduler_type", "lr_decay_style", "decay_style", "lr_scheduler",
+        "scheduler", "lr_scheduler.name", "scheduler.name",
+    ),
+    "lr_decay_steps": ("lr_decay_iters", "lr_decay_steps", "decay_steps"),
     "tokens_per_step": ("tokens_per_step", "tokens_per_batch", "batch_size_tokens"),
 }  # fmt: skip
 
@@ -402,6 +408,26 @@ def _precision(look: _Lookup) -> str | None:
     return look.first(spellings, _precision_name)
 
 
+# Schedule names as HF (`lr_scheduler_type`), Megatron (`lr_decay_style`) and common loops
+# spell them, to the shapes features.config_lr computes; anything else stays unknown.
+_SCHEDULES = (
+    ("inverse_sqrt", ("inverse_sqrt", "inverse-square-root", "rsqrt", "inverse_square_root")),
+    ("wsd", ("wsd", "warmup_stable_decay", "stable")),
+    ("cosine", ("cosine", "cos")),
+    ("linear", ("linear",)),
+    ("constant", ("constant",)),
+)
+
+
+def schedule_name(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    s = value.lower()
+    if "restart" in s or "cyclic" in s or "rewarm" in s:
+        return None  # LR rises again mid-run: not one of the shapes computed from the config
+    return next((name for name, keys in _SCHEDULES if any(k in s for k in keys)), None)
+
+
 def _world_size(look: _Lookup) -> int | None:
     direct = look.get("world_size", _positive_int)
     if direct is not None:
@@ -456,6 +482,8 @@ def add_canonical(flat: dict[str, Any]) -> dict[str, Any]:
         "min_lr": look.get("min_lr", _number),
         "grad_clip": look.get("grad_clip", _number),
         "seed": look.get("seed", _nonneg_int),
+        "lr_schedule": look.get("lr_schedule", schedule_name),
+        "lr_decay_steps": look.get("lr_decay_steps", _positive_int),
         **_derived(look),
     }
     out = dict(flat)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, event_schema, register
+from forensics.ingest.config import schedule_name
 from forensics.ingest.readers._text import (
     NUMBER,
     cut_last_line,
@@ -438,6 +439,8 @@ _CANONICAL_ARGS = {
     "seq_len": ("seq_length", "encoder_seq_length"),
     "global_batch_size": ("global_batch_size",),
     "train_iters": ("train_iters",),
+    "total_steps": ("train_iters",),
+    "lr_decay_steps": ("lr_decay_iters",),
     "seed": ("seed",),
 }
 
@@ -452,6 +455,9 @@ def canonical_config(args: dict[str, Any]) -> dict[str, Any]:
     warmup = _warmup_steps(args)
     if warmup is not None:
         out["warmup_steps"] = warmup
+    schedule = schedule_name(args.get("lr_decay_style"))
+    if schedule is not None:
+        out["lr_schedule"] = schedule
     if "fp16" in args or "bf16" in args:
         out["precision"] = "bf16" if args.get("bf16") else "fp16" if args.get("fp16") else "fp32"
     return out

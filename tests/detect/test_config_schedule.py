@@ -1,0 +1,132 @@
+"""The LR a run's config implies (detect/schedule.py), for runs that log no LR: checked
+against the LR real writers did log (the real HF Trainer's schedulers; a real Megatron log,
+whose scheduler does not advance on skipped fp16 iterations), then used as lr_frac."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from forensics.analyze import AnalyzeOptions, analyze
+from forensics.detect.features import _schedule_step
+from forensics.detect.schedule import config_lr_frac
+from forensics.detect.store import load_run
+from forensics.ingest import ingest
+from forensics.ingest.config import add_canonical
+from forensics.store import open_store
+
+BIGSCIENCE = "bigscience-workshop__bigscience/experiments__gpt2-meg__meg_gpt2_base_n4_dp1_tp4_pp4-1809579.out"
+
+
+def _config_and_lr(db: Path, run: str) -> tuple[dict[str, object], list[tuple[int, float]]]:
+    with open_store(db, read_only=True) as store:
+        raw = store.query("SELECT config FROM runs WHERE run_id = ?", [run])["config"][0]
+        cfg = json.loads(raw)
+        rows = store.con.execute(
+            "SELECT step, value FROM metrics WHERE run_id = ? AND metric = 'lr' ORDER BY step",
+            [run],
+        ).fetchall()
+    return cfg, rows
+
+
+@pytest.mark.parametrize(
+    ("kind", "warmup"), [("cosine", 10), ("linear", 10), ("constant_with_warmup", 15)]
+)
+def test_hf_schedules_match_what_the_trainer_logged(kind: str, warmup: int, tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from hf_toy import Regressor, train
+
+    state = train(tmp_path / kind, Regressor(None), lr_scheduler_type=kind, warmup_steps=warmup)
+    db = tmp_path / "f.duckdb"
+    with open_store(db) as store:
+        ingest(store, [state.parent.parent], run=kind)
+    cfg, logged = _config_and_lr(db, kind)
+    assert cfg["lr_schedule"] == kind.split("_")[0] and cfg["warmup_steps"] == warmup
+    assert len(logged) == 60
+    for step, lr in logged:  # the Trainer logs at step s the LR update s used: schedule(s - 1)
+        frac = config_lr_frac(step - 1, cfg)
+        assert frac is not None and frac * float(cfg["peak_lr"]) == pytest.approx(lr, abs=1e-6)
+
+
+def test_megatron_cosine_matches_the_real_log_once_skips_are_taken_off(
+    real_logs: Path, tmp_path: Path
+) -> None:
+    """The bigscience GPT-2 run: lr 1.5e-4, min_lr 1e-5, cosine over lr_decay_iters 800, 1% of
+    it warm-up; its fp16 scaler skipped 19 of the first 30 iterations, and the LR it logs is
+    the schedule at (iteration - skipped iterations)."""
+    db = tmp_path / "f.duckdb"
+    with open_store(db) as store:
+        ingest(store, [real_logs / BIGSCIENCE], run="bs")
+        data = load_run(store, "bs")
+    cfg, logged = _config_and_lr(db, "bs")
+    assert (cfg["lr_schedule"], cfg["warmup_steps"], cfg["lr_decay_steps"]) == ("cosine", 8, 800)
+    assert len(logged) == 20
+    for step, lr in logged:
+        frac = config_lr_frac(_schedule_step(data, step), cfg)
+        assert frac is not None and frac * 1.5e-4 == pytest.approx(lr, rel=2e-3, abs=1e-8)
+    # without the skips the schedule runs ahead: at iteration 10 it would be at its peak
+    assert config_lr_frac(10, cfg) == pytest.approx(1.0, abs=1e-4) and logged[0] == (10, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"lr_scheduler_type": "cosine_with_min_lr"}, "cosine"),
+        ({"lr_decay_style": "inverse-square-root"}, "inverse_sqrt"),
+        ({"scheduler": {"name": "WSD"}}, "wsd"),
+        ({"lr_scheduler_type": "cosine_with_restarts"}, None),  # rises again mid-run
+        ({"lr_scheduler_type": "polynomial"}, None),
+    ],
+)
+def test_schedule_names(raw: dict[str, object], expected: str | None) -> None:
+    flat = {f"{k}.name" if isinstance(v, dict) else k: v.get("name") if isinstance(v, dict) else v
+            for k, v in raw.items()}  # fmt: skip
+    assert add_canonical(flat).get("lr_schedule") == expected
+
+
+def test_what_the_config_cannot_say_stays_unknown() -> None:
+    base = {"warmup_steps": 100, "total_steps": 1000, "peak_lr": 1e-3}
+    assert config_lr_frac(50, base | {"lr_schedule": None}) is None  # no schedule name
+    assert config_lr_frac(50, {"lr_schedule": "cosine", "total_steps": 1000}) is None
+    assert config_lr_frac(50, base | {"lr_schedule": "cosine"}) == 0.5  # warm-up
+    assert config_lr_frac(400, base | {"lr_schedule": "wsd"}) == 1.0  # surely stable
+    assert config_lr_frac(900, base | {"lr_schedule": "wsd"}) is None  # decay start unknown
+    assert config_lr_frac(400, base | {"lr_schedule": "inverse_sqrt"}) == pytest.approx(0.5)
+    assert config_lr_frac(500, {"lr_schedule": "cosine", "warmup_steps": 100}) is None
+
+
+def test_lr_frac_comes_from_the_config_when_the_lr_is_not_logged(tmp_path: Path) -> None:
+    """A loss-only TensorBoard log with a config.yaml naming the schedule: an incident's
+    lr_frac and lr_phase come from it, and lr_source says so."""
+    pytest.importorskip("torch.utils.tensorboard")
+    import math
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(
+        "optimizer: {lr: 3.0e-4}\n"
+        "scheduler: {name: cosine, warmup_steps: 200, min_lr: 3.0e-5}\n"
+        "trainer: {max_steps: 3000}\n"
+    )
+    w = SummaryWriter(str(run))
+    for s in range(1, 3001):
+        loss = 6.0 * (s + 10) ** -0.12 * (1 + 0.004 * math.sin(s * 1.7))
+        w.add_scalar("train/loss", loss * (1.8 if s == 1500 else 1.0), s)
+    w.close()
+    db = tmp_path / "f.duckdb"
+    res = analyze([run], out=None, db=db, options=AnalyzeOptions(replay=False, report=False))
+    with open_store(db, read_only=True) as store:
+        (row,) = store.query(
+            "SELECT peak_step, features FROM incidents WHERE run_id = ?", [res.run_id]
+        ).to_dicts()
+    f = json.loads(row["features"])
+    assert row["peak_step"] == 1500 and f["lr_source"] == "config"
+    schedule = {"lr_schedule": "cosine", "warmup_steps": 200, "total_steps": 3000,
+                "peak_lr": 3e-4, "min_lr": 3e-5}  # fmt: skip
+    expected = config_lr_frac(1500, schedule)
+    assert expected is not None and 0.6 < expected < 0.9
+    assert f["lr_frac"] == pytest.approx(expected, rel=1e-6) and f["lr_phase"] == "decay"
