@@ -84,6 +84,13 @@ class IncidentView:
         return classify.STATUS.get(self.root.status, self.root.status) if self.root else ""
 
     @property
+    def noise_tail(self) -> dict[str, Any] | None:
+        """detect's finding on how routine this jump is for the run's own loss noise (a lone
+        jump without a gradient norm at its step): the body states it beside the cause, so
+        that the appendix never says what the page does not."""
+        return next((e for e in self.inc.evidence if e.get("key") == "noise_tail"), None)
+
+    @property
     def sym(self) -> incident.Symptoms:
         return self.facts.symptoms
 

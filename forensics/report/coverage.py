@@ -9,9 +9,12 @@ import polars as pl
 from forensics.report import series
 from forensics.report.knowledge import Knowledge
 
-# A standard metric a run logs in another form: OLMo's per-device throughput answers what
-# `tokens_per_s` is asked for (pricing needs the time per step, which either gives).
-STANDS_IN = {"tokens_per_s": ("tokens_per_s_device",)}
+# A standard metric a run logs in another form: `tokens_per_s` is asked for because pricing
+# an incident needs the time per step, which OLMo's per-device throughput or a logged time
+# per iteration (Megatron's iteration-time, `elapsed time per iteration (ms)`) gives as well;
+# with one of them logged, what pricing still lacks is the GPU count (the cost section says
+# so), not a throughput.
+STANDS_IN = {"tokens_per_s": ("tokens_per_s_device", "iter_time_s", "iter_time_ms")}
 
 
 def coverage(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

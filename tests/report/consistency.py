@@ -209,8 +209,24 @@ def _postmortem(
                    f"{row['restart_checkpoint_step']}")  # fmt: skip
     if row["cause"] in refuted:
         out.append(f"root cause {row['cause']} was refuted by replay")
+    out += _tail(body, row)
     out += _excerpt(body, store, run_id)
     return out
+
+
+def _tail(body: str, row: dict[str, Any]) -> list[str]:
+    """A stored noise_tail finding (how routine the jump is for the run) must be stated in
+    the body beside the cause, not only in the appendix: the page must not say "batch-driven"
+    up front and "routine for this run" only at the bottom."""
+    evidence = row["evidence"]
+    items = json.loads(evidence) if isinstance(evidence, str) else evidence or []
+    tail = next((e for e in items if e.get("key") == "noise_tail"), None)
+    if tail is None:
+        return []
+    note = str(tail["note"])
+    if note[:1].upper() + note[1:] not in body:
+        return ["noise_tail finding is only in the appendix, not in the body"]
+    return []
 
 
 def _excerpt(body: str, store: Store, run_id: str) -> list[str]:

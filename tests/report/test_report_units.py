@@ -221,3 +221,7 @@ def test_a_metric_logged_in_another_form_is_not_asked_for() -> None:
     asked = {name for name, _ in missing(rows("loss", "tokens_per_s_device"), {}, kb)}
     assert "tokens_per_s" not in asked and "lr" in asked
     assert "tokens_per_s" in {name for name, _ in missing(rows("loss"), {}, kb)}
+    # Megatron's time per iteration prices the incident as well (the GPU count is what the
+    # cost section then asks for): the Mixtral golden values log iteration-time
+    for timed in ("iter_time_s", "iter_time_ms"):
+        assert "tokens_per_s" not in {name for name, _ in missing(rows("loss", timed), {}, kb)}
