@@ -11,8 +11,9 @@ their spikes, so discovery decides:
 * Metric sources written by different writers (a text log and a TensorBoard folder, a
   `trainer_state.json` and a JSONL) are one run: the same run logged twice. Sources of the
   *same* format whose step ranges overlap are different runs, unless one clearly continues
-  the other (it starts after the other started, no later than the other's last step, and
-  goes further: a resumed run); such a chain is one run, and a note says so.
+  the other (it starts in the second half of the other's steps, no later than one log
+  interval after the other's last step, and goes further: a resumed run, such as a
+  Lightning `version_1/` after `version_0/`); such a chain is one run, and a note says so.
 * Configs, checkpoints and batch manifests belong to every run whose metric sources sit in
   their folder or below it. A `forensics/` subfolder (our live-run recorder) is part of its
   parent folder's run.
@@ -191,14 +192,16 @@ class _Chain:
     lo: int | None
     hi: int | None
     notes: list[str] = field(default_factory=list)
+    spacing: int = 1  # median steps between its logged points (its log interval)
 
 
-StepRange = Callable[[Source], tuple[int, int] | None]
+# (first step, last step, median steps between logged points) of a source
+StepRange = Callable[[Source], tuple[int, int, int] | None]
 
 
-def read_step_range(src: Source) -> tuple[int, int] | None:
-    """First and last step of a metric source's training loss (else of any metric). What
-    was read stays on `src.result` for the ingest."""
+def read_step_range(src: Source) -> tuple[int, int, int] | None:
+    """First and last step of a metric source's training loss (else of any metric), and
+    its log interval. What was read stays on `src.result` for the ingest."""
     assert src.reader is not None
     try:
         result = src.reader.read(src.path)
@@ -208,7 +211,7 @@ def read_step_range(src: Source) -> tuple[int, int] | None:
     return _step_range(result)
 
 
-def _step_range(result: ReadResult) -> tuple[int, int] | None:
+def _step_range(result: ReadResult) -> tuple[int, int, int] | None:
     """Steps of the loss series (else of every series) where a value is logged, from the
     blocks as read: no long frame of every value. NaN values count only when no other value
     is logged (Megatron golden values write "nan" for steps with no data)."""
@@ -225,8 +228,9 @@ def _step_range(result: ReadResult) -> tuple[int, int] | None:
     steps = [s for s in finite if len(s)] or [s for s in logged if len(s)]
     if not steps:
         return None
-    both = pl.concat(steps)
-    return int(both.min()), int(both.max())  # type: ignore[arg-type]
+    both = pl.concat(steps).unique().sort()
+    spacing = both.diff().drop_nulls().median() if len(both) > 1 else 1
+    return int(both[0]), int(both[-1]), max(1, int(spacing or 1))  # type: ignore[arg-type]
 
 
 def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]:
@@ -239,20 +243,24 @@ def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]
     chains_per_format: dict[str, list[_Chain]] = {}
     for fmt, group_ in by_format.items():
         ranged = [(s, step_range(s)) for s in group_]
-        ranged.sort(key=lambda t: (t[1] or (0, 0), str(t[0].path)))
+        ranged.sort(key=lambda t: (t[1] or (0, 0, 0), str(t[0].path)))
         chains: list[_Chain] = []
         for src, rng in ranged:
-            lo, hi = rng if rng else (None, None)
-            target = _continued(chains, lo, hi)
+            lo, hi, spacing = rng if rng else (None, None, 1)
+            target = _continued(chains, lo, hi, spacing)
             if target is None:
-                chains.append(_Chain([src], lo, hi))
+                chains.append(_Chain([src], lo, hi, spacing=spacing))
                 continue
+            before = target.sources[-1].path
+            names = (src.path.name, before.name)
+            if names[0] == names[1]:  # version_1/metrics.csv continues version_0/metrics.csv
+                names = (f"{src.path.parent.name}/{names[0]}", f"{before.parent.name}/{names[1]}")
             target.notes.append(
-                f"{src.path.name} continues {target.sources[-1].path.name} from step {lo} "
+                f"{names[0]} continues {names[1]} from step {lo} "
                 f"(steps {target.lo}-{target.hi} then {lo}-{hi}): read as one resumed run"
             )
             target.sources.append(src)
-            target.hi = hi
+            target.hi, target.spacing = hi, max(target.spacing, spacing)
         chains_per_format[fmt] = chains
     # Another writer of the same run logs the same steps: a chain of another format joins
     # the chain of the main format whose steps it overlaps, in the same run folder;
@@ -282,7 +290,9 @@ def _overlap(a: _Chain, b: _Chain) -> bool:
     return max(a.lo, b.lo) <= min(a.hi, b.hi)
 
 
-def _continued(chains: list[_Chain], lo: int | None, hi: int | None) -> _Chain | None:
+def _continued(
+    chains: list[_Chain], lo: int | None, hi: int | None, spacing: int = 1
+) -> _Chain | None:
     """The chain that a source with steps lo..hi resumes, if one clearly does."""
     if lo is None or hi is None:
         return None
@@ -290,9 +300,12 @@ def _continued(chains: list[_Chain], lo: int | None, hi: int | None) -> _Chain |
         if chain.lo is None or chain.hi is None:
             continue
         # a resume restarts from a late checkpoint: it starts in the second half of what
-        # came before (a run from scratch starts where the other started: a second run)
+        # came before (a run from scratch starts where the other started: a second run),
+        # and no later than one log interval (either side's) after its last logged step:
+        # the steps in between were trained, not logged (a Lightning resume that logs
+        # every 2 steps after every 10 starts at 932 after 930)
         late = chain.lo + max(1, (chain.hi - chain.lo) // 2)
-        if late <= lo <= chain.hi + 1 and hi > chain.hi:
+        if late <= lo <= chain.hi + max(chain.spacing, spacing) and hi > chain.hi:
             return chain
     return None
 

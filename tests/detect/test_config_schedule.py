@@ -17,7 +17,10 @@ from forensics.ingest import ingest
 from forensics.ingest.config import add_canonical
 from forensics.store import open_store
 
-BIGSCIENCE = "bigscience-workshop__bigscience/experiments__gpt2-meg__meg_gpt2_base_n4_dp1_tp4_pp4-1809579.out"
+BIGSCIENCE = (
+    "bigscience-workshop__bigscience/"
+    "experiments__gpt2-meg__meg_gpt2_base_n4_dp1_tp4_pp4-1809579.out"
+)
 
 
 def _config_and_lr(db: Path, run: str) -> tuple[dict[str, object], list[tuple[int, float]]]:

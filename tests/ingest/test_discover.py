@@ -70,6 +70,44 @@ def test_resumed_log_continues_the_first(tmp_path: Path, tmp_db: Path) -> None:
     assert "continues" in str(warnings.to_dicts())
 
 
+def _csv_logger_version(root: Path, version: int, steps: range, loss: float) -> None:
+    """One Lightning CSVLogger version folder (the real logger, as a resumed Trainer opens
+    a new version_N under lightning_logs/)."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    logger = CSVLogger(save_dir=str(root), name="lightning_logs", version=version)
+    logger.log_hyperparams({"lr": 3e-4, "max_steps": 2000})
+    for s in steps:
+        logger.log_metrics({"train_loss": loss - s / 4000 + (s % 7) / 100}, step=s)
+    logger.finalize("success")
+
+
+def test_lightning_resume_with_a_new_log_interval_is_one_run(tmp_path: Path, tmp_db: Path) -> None:
+    """A run logged every 10 steps to 930, resumed with logging every 2 from 932: the steps
+    between were trained, not logged, so version_1 continues version_0 (issue: two runs)."""
+    pytest.importorskip("lightning")
+    run = tmp_path / "run"
+    _csv_logger_version(run, 0, range(10, 931, 10), 3.0)
+    _csv_logger_version(run, 1, range(932, 2037, 2), 3.0)
+    with open_store(tmp_db) as store:
+        (summary,) = ingest(store, [run])
+        steps = store.metrics_long(summary.run, ["loss"])["step"]
+    assert summary.run == "run" and steps.is_unique().all() and len(steps) == 93 + 553
+    note = " ".join(summary.notes)
+    assert "version_1/metrics.csv continues version_0/metrics.csv from step 932" in note
+
+
+def test_a_second_lightning_version_from_scratch_stays_a_run_of_its_own(
+    tmp_path: Path, tmp_db: Path
+) -> None:
+    """A new fit() from step 0 (another experiment in the same lightning_logs/) is a run."""
+    pytest.importorskip("lightning")
+    run = tmp_path / "run"
+    _csv_logger_version(run, 0, range(10, 931, 10), 3.0)
+    _csv_logger_version(run, 1, range(2, 600, 2), 4.0)
+    assert len(_runs(tmp_db, run)) == 2
+
+
 def _counting(read: Any, reads: list[str]) -> Any:
     def counted(self: object, *args: Any) -> Any:
         reads.append(Path(args[-1]).name)  # the path is the last argument of both
