@@ -342,7 +342,8 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
     )
     recurrences, figure = _recurrences(ctx, [r.run_id for r in results])
     text = env.get_template("runs_index.md.j2").render(
-        paths=[str(p) for p in ctx.paths],
+        # the folder's name, not where it sits on this machine: the index is sent around
+        paths=[p.resolve().name or str(p) for p in ctx.paths],
         runs=rows,
         recurrences=recurrences,
         figure=figure,

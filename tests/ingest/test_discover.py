@@ -250,6 +250,7 @@ def test_analyze_folder_of_runs_writes_an_index(tmp_path: Path) -> None:
     assert sorted(r.run_id for r in result.runs) == ["a", "b"]
     index = (out / "README.md").read_text()
     assert "2 runs" in index and "1 of them have incidents" in index
+    assert index.startswith("# Runs found under pasted") and str(tmp_path) not in index
     row_b = next(line for line in index.splitlines() if line.startswith("| b |"))
     assert "#1 divergent at step 5040" in row_b
     row_a = next(line for line in index.splitlines() if line.startswith("| a |"))
