@@ -7,6 +7,7 @@ templates format them with the filters in fmt.py.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -157,7 +158,8 @@ def build_report(
     ]
     near = model.load_near_misses(store, run_id)
     sources = [
-        {**src, "path": display_path(src["path"])} for src in model.load_sources(store, run_id)
+        {**src, "path": display_path(src["path"]), "warnings": _local(src["warnings"])}
+        for src in model.load_sources(store, run_id)
     ]
     rollbacks = model.load_rollbacks(store, run_id)
     abandoned = model.load_abandoned(store, run_id, metric, rollbacks)
@@ -265,6 +267,15 @@ def unscreened_near(inc: Incident, screen: dict[str, Any] | None) -> str | None:
     if not screen.get("unscreened_points") or end is None or first is None:
         return None
     return note if inc.onset_step <= end + (end - first + 1) else None
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.])/[^\s,;:()'\"]+")
+
+
+def _local(warnings: list[str]) -> list[str]:
+    """What ingest said about a source (a 0.0 read as NaN, a resumed run, skipped lines),
+    with every absolute path shown as display_path shows the source itself."""
+    return [_ABSOLUTE.sub(lambda m: display_path(m.group(0)), str(w)) for w in warnings]
 
 
 def display_path(path: str) -> str:

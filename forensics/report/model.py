@@ -400,8 +400,11 @@ def load_format(store: Store, run_id: str) -> str | None:
 def load_sources(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The run's source files by kind, then path in natural order (checkpoint-50 before
     checkpoint-100, as a reader counts steps)."""
-    sql = "SELECT path, kind, format, rows FROM sources WHERE run_id = ?"
-    return sorted(_rows(store, sql, run_id), key=lambda r: (r["kind"], natural_key(r["path"])))
+    sql = "SELECT path, kind, format, rows, warnings FROM sources WHERE run_id = ?"
+    rows = _rows(store, sql, run_id)
+    for r in rows:
+        r["warnings"] = json.loads(r["warnings"]) if isinstance(r["warnings"], str) else []
+    return sorted(rows, key=lambda r: (r["kind"], natural_key(r["path"])))
 
 
 def load_checkpoint_steps(store: Store, run_id: str) -> list[int]:

@@ -98,3 +98,24 @@ def test_without_grad_norm_a_fall_from_a_real_loss_is_the_stand_in(tmp_path: Pat
     metrics = HfTrainerReader().read(state).metrics
     loss = metrics.filter(metrics["raw_name"] == "loss")["value"].to_list()
     assert loss[:2] == [2.4, 2.3] and all(math.isnan(v) for v in loss[2:4])
+
+
+def test_the_report_says_how_the_zeros_were_read(diverged: Path, tmp_path: Path) -> None:
+    """The excerpt shows NaN where the file says 0.0: the run summary's Sources says why,
+    and the post-mortem's Sources line points there."""
+    from forensics.analyze import AnalyzeOptions, analyze
+    from forensics.report import write_report
+
+    db = tmp_path / "f.duckdb"
+    res = analyze([diverged.parent.parent], out=None, db=db,
+                  options=AnalyzeOptions(replay=False, report=False))  # fmt: skip
+    with open_store(db, read_only=True) as store:
+        write_report(store, res.run_id, tmp_path / "out", png=False)
+    readme = (tmp_path / "out" / "README.md").read_text()
+    sources = readme.split("## Sources")[1]
+    assert (
+        f"read: {STEPS - NAN_FROM + 1} 'loss: 0.0' entries (steps {NAN_FROM}..{STEPS}) " in sources
+    )
+    assert str(tmp_path) not in readme
+    (page,) = (tmp_path / "out" / "postmortems").glob("spike-*.md")
+    assert "how it was read: [run summary](../README.md#sources)" in page.read_text()
