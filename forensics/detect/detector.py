@@ -606,7 +606,8 @@ def _explain(
     others: list[recurrence.RunSpikes],
     attempts: list[recurrence.RunSpikes],
 ) -> None:
-    ctx = run_context(data, [s for i in incidents for s, _ in i.peaks if i.origin == "loss"])
+    peaks = [s for i in incidents for s, _ in i.peaks if i.origin == "loss"]
+    ctx = run_context(data, peaks, sc.log_space)
     have = data.evidence_sources()
     tps = recurrence.tokens_per_step(data.config)
     for n, inc in enumerate(incidents):  # in onset order: a feature reads earlier causes

@@ -31,15 +31,16 @@ class RunContext:
     warmup_end: float | None
     excursion_steps: np.ndarray  # peak step of every loss excursion of the run
     interval: float
-    log_space: bool = True  # the screen's space: log loss, unless some loss is <= 0
+    log_space: bool  # the screen's space: log loss, unless some loss is <= 0
 
 
-def run_context(data: RunData, excursion_steps: list[int]) -> RunContext:
+def run_context(data: RunData, excursion_steps: list[int], log_space: bool) -> RunContext:
+    """`log_space`: the screen's (Screen.log_space), which the incidents' trends are in."""
     fin = data.loss.values[np.isfinite(data.loss.values)]
     initial = float(np.median(fin[:5])) if len(fin) else None
     peak_lr, warm = _schedule(data)
     steps = np.asarray(sorted(excursion_steps))
-    return RunContext(initial, peak_lr, warm, steps, data.interval, bool(np.all(fin > 0)))
+    return RunContext(initial, peak_lr, warm, steps, data.interval, log_space)
 
 
 def _schedule(data: RunData) -> tuple[float | None, float | None]:

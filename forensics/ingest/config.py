@@ -409,7 +409,7 @@ def _precision(look: _Lookup) -> str | None:
 
 
 # Schedule names as HF (`lr_scheduler_type`), Megatron (`lr_decay_style`) and common loops
-# spell them, to the shapes features.config_lr computes; anything else stays unknown.
+# spell them, to the shapes detect/schedule.py computes; anything else stays unknown.
 _SCHEDULES = (
     ("inverse_sqrt", ("inverse_sqrt", "inverse-square-root", "rsqrt", "inverse_square_root")),
     ("wsd", ("wsd", "warmup_stable_decay", "stable")),

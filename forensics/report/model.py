@@ -403,7 +403,7 @@ def load_sources(store: Store, run_id: str) -> list[dict[str, Any]]:
     sql = "SELECT path, kind, format, rows, warnings FROM sources WHERE run_id = ?"
     rows = _rows(store, sql, run_id)
     for r in rows:
-        r["warnings"] = json.loads(r["warnings"]) if isinstance(r["warnings"], str) else []
+        r["warnings"] = _json(r["warnings"], [])
     return sorted(rows, key=lambda r: (r["kind"], natural_key(r["path"])))
 
 

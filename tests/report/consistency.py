@@ -36,6 +36,7 @@ from typing import Any
 import explained
 
 from forensics.detect.recovery import RESTARTS
+from forensics.report.fmt import sentence
 from forensics.store import conflicts
 from forensics.store.db import Store
 
@@ -223,8 +224,7 @@ def _tail(body: str, row: dict[str, Any]) -> list[str]:
     tail = next((e for e in items if e.get("key") == "noise_tail"), None)
     if tail is None:
         return []
-    note = str(tail["note"])
-    if note[:1].upper() + note[1:] not in body:
+    if sentence(tail["note"]) not in body:  # as the template renders it
         return ["noise_tail finding is only in the appendix, not in the body"]
     return []
 

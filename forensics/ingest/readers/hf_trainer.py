@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -104,8 +105,9 @@ def _rows(history: list[Any]) -> tuple[list[tuple[int, str, float]], dict[str, A
             skipped += 1
             continue
         rows += _entry_rows(entry, step, summary, epoch_steps)
-    warnings = [f"{skipped} log_history entries without an integer 'step' skipped"]
-    warnings = warnings if skipped else []
+    warnings = []
+    if skipped:
+        warnings.append(f"{skipped} log_history entries without an integer 'step' skipped")
     standins = _nan_standins(history)
     if standins:
         rows = [(s, k, math.nan if k == "loss" and s in standins else v) for s, k, v in rows]
@@ -125,21 +127,16 @@ def _nan_standins(history: list[Any]) -> set[int]:
         and "train_runtime" not in e and _number(e["loss"]) is not None
     ]  # fmt: skip
     out: set[int] = set()
-    i = 0
-    while i < len(train):
-        if _number(train[i]["loss"]) != 0.0:
-            i += 1
-            continue
-        j = i
-        while j < len(train) and _number(train[j]["loss"]) == 0.0:
-            j += 1
-        grads = [g for e in train[i:j] if (g := _number(e.get("grad_norm"))) is not None]
-        before = _number(train[i - 1]["loss"]) if i else None
-        if (grads and not all(math.isfinite(g) for g in grads)) or (
-            not grads and before is not None and before >= STANDIN_FLOOR
+    before: float | None = None  # the loss logged just before the current stretch
+    for zero, group in groupby(train, key=lambda e: _number(e["loss"]) == 0.0):
+        stretch = list(group)
+        grads = [g for e in stretch if (g := _number(e.get("grad_norm"))) is not None]
+        if zero and (
+            (grads and not all(math.isfinite(g) for g in grads))
+            or (not grads and before is not None and before >= STANDIN_FLOOR)
         ):
-            out.update(e["step"] for e in train[i:j])
-        i = j
+            out.update(e["step"] for e in stretch)
+        before = _number(stretch[-1]["loss"])
     return out
 
 
