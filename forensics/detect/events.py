@@ -102,7 +102,18 @@ def skipped_update(
     )
     if serious or not 0 < c.count("nonfinite_grad") <= SKIP_STREAK_MAX:
         return False
-    return _loss_on_level(loss, c, c.last + max(3.0, 2 * interval))
+    return _loss_on_level(
+        loss, c, c.last + max(3.0, 2 * interval, 2 * local_interval(loss, c.last))
+    )
+
+
+def local_interval(m: Metric, step: int) -> float:
+    """The log interval around `step`: the median spacing of the 10 logged points about it.
+    A run's interval is one number, and a run that logs every 4 steps and later every step
+    has 1: the next point after a skip at step 2004 is at 2008, not within 1 step."""
+    i = int(np.searchsorted(m.steps, step))
+    near = m.steps[max(0, i - 5) : i + 5]
+    return float(np.median(np.diff(near))) if len(near) >= 2 else 0.0
 
 
 def _loss_on_level(loss: Metric, c: Cluster, reach: float) -> bool:

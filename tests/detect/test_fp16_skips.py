@@ -12,9 +12,11 @@ and doubling every 50 clean steps. Its grad norm is non-finite at steps 1-6, 8, 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from forensics.analyze import AnalyzeOptions, analyze
@@ -116,3 +118,27 @@ def test_a_loss_logged_as_zero_beside_a_nan_gradient_is_not_a_skip(tmp_path: Pat
     leaves, even when the loss comes back after: the incident stays."""
     incidents, _ = _detect(_edited(tmp_path, "zero", 300, 0.0, 303), tmp_path)
     assert any(i["onset_step"] <= 300 <= i["peak_step"] + 1 for i in incidents)
+
+
+def test_a_skip_read_at_the_local_log_interval(tmp_path: Path) -> None:
+    """A run logs every 4 steps, then every step from 2900 (its interval reads 1). The
+    scaler grew at 2000 and overflowed at 2003: the logged scale never moved, the grad norm
+    is inf at 2004 and the loss is on its level at 2008, the next point. That next point is
+    one local interval on, not 1 step: a skip, not a hardware fault (main before: one)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    rng = np.random.default_rng(0)
+    run = tmp_path / "run"
+    steps = [*range(4, 2900, 4), *range(2900, 5000)]
+    with SummaryWriter(str(run)) as w:
+        for step in steps:
+            w.add_scalar(
+                "train/loss", 2.5 + 3 * (step / 50 + 1) ** -0.5 + rng.normal(0, 0.01), step
+            )
+            grad = math.inf if step == 2004 else 0.8 * math.exp(rng.normal(0, 0.1))
+            w.add_scalar("train/grad_norm", grad, step)
+            w.add_scalar("train/loss_scale", 32768.0, step)
+    (run / "config.json").write_text(json.dumps({"precision": "fp16"}))
+    incidents, near = _detect(run, tmp_path)
+    assert incidents == []
+    assert [m["step"] for m in near if "overflow step, skipped" in m["detail"]] == [2004]
