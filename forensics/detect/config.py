@@ -48,6 +48,13 @@ class DetectConfig:
     # start-up descent or warm-up noise doubles the loss in one logged point, a garbage
     # batch does (a shard of random tokens puts the loss back near ln V).
     startup_jump: float = 0.693
+    # ... or a point that stands out on both sides by rise_min and z_min start-up noise
+    # scales: above the 3 points before it and above where the loss comes back to (a
+    # 3-point median) within the next `startup_return_points` points (screen.startup_spikes).
+    # Not in the first `startup_steps` steps: Adam's first updates and the fp16 loss-scale
+    # search jump around there (a tiny model at 4x its sane LR spikes +46% at step 7).
+    startup_return_points: int = 8
+    startup_steps: int = 20
     # A short log (an excerpt pasted into an issue: 5-15 lines around the spike) cannot
     # spare 20 points of start-up: its burn-in shrinks to a quarter of its points, but never
     # below `short_history_points`. Incidents with fewer than `low_history_points` logged

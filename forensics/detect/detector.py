@@ -86,6 +86,15 @@ def _healed_blip(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bo
     return True
 
 
+def _search_end(burn_step: int, incidents: list[Incident], gap: float) -> int:
+    """Where the fp16 scaler's start-up search may end at the latest: the screen's burn-in
+    step, but before any loss spike the start-up screen found. Overflows in the steps that
+    lead into such a spike are its evidence, not the search (at a log interval of 16 the
+    burn-in is 300+ steps, well past any scaler's search)."""
+    early = [i.onset_step - gap for i in incidents if i.onset_step < burn_step]
+    return int(min([burn_step, *early]))
+
+
 def _value(sc: Screen, i: int) -> float:
     return float(np.exp(sc.x[i])) if sc.log_space else float(sc.x[i])
 
@@ -492,7 +501,7 @@ def detect_data(
     all_events = ev.collect(data, cfg)
     gap = max(cfg.event_gap_steps, 3 * data.interval)
     clusters = ev.cluster(all_events, gap, max(3.0, data.interval))
-    start_end = ev.startup_end(clusters, burn_step)
+    start_end = ev.startup_end(clusters, _search_end(burn_step, incidents, gap))
     skipped: list[NearMiss] = []
     for c in clusters:
         if c.first <= start_end and not c.unexplained_nonfinite():

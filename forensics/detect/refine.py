@@ -42,10 +42,12 @@ def onset_threshold(sigma: float, cfg: DetectConfig) -> float:
 
 
 def walk_back(sc: Screen, lo: int, thr: float, limit: int) -> int:
-    """Earliest index <= lo such that every point from it to lo is above the trend at lo."""
+    """Earliest index <= lo such that every point from it to lo is above the trend at lo;
+    not into start-up from a later flag."""
     ref = sc.trend[lo] if np.isfinite(sc.trend[lo]) else sc.x[max(lo - 1, 0)]
+    floor = sc.burn_in if lo >= sc.burn_in else 0
     j = lo
-    while j - 1 >= max(sc.burn_in, lo - limit) and sc.x[j - 1] - ref >= thr:
+    while j - 1 >= max(floor, lo - limit) and sc.x[j - 1] - ref >= thr:
         j -= 1
     return j
 
@@ -83,7 +85,10 @@ def refine(
     thr = onset_threshold(sigma, cfg)
     onset = walk_back(sc, lo, thr, cfg.trend_points)
     trend = fit_trend(sc.steps, sc.x, int(sc.steps[onset]), cfg, usable)
-    a = max(sc.burn_in, onset - PRE_POINTS)
+    startup = onset < sc.burn_in
+    if startup:  # segments from the onset on: before it the descent is above a flat trend
+        trend = flat_at(trend, int(sc.steps[onset]))
+    a = onset if startup else max(sc.burn_in, onset - PRE_POINTS)
     end_step = sc.steps[peak] + window_steps(cfg, interval)
     b = int(np.searchsorted(sc.steps, end_step, side="right"))
     r = sc.x[a:b] - trend.at(sc.steps[a:b])
@@ -91,7 +96,8 @@ def refine(
     bks = [
         min(a + bk * factor, b) for bk in _segments(_decimate(r, factor), sigma / np.sqrt(factor))
     ]
-    onset = _segment_onset(sc, r, a, bks, onset, peak, thr)
+    if not startup:
+        onset = _segment_onset(sc, r, a, bks, onset, peak, thr)
     settle_step, settle_excess = _settle(sc, r, a, bks, peak)
     steps = [int(sc.steps[k]) for k in bks[:-1]]
     r_fit = sc.x[lo : hi + 1] - trend.at(sc.steps[lo : hi + 1])
@@ -100,6 +106,14 @@ def refine(
     if peak not in peaks:
         peaks = sorted({*peaks, peak})
     return Refined(onset, peak, peaks, settle_step, settle_excess, steps, trend)
+
+
+def flat_at(trend: Trend, step: int) -> Trend:
+    """A start-up spike's pre-spike trend: the fitted level at its onset, held flat. The
+    fit's slope on the initial descent, extrapolated, would have the loss keep falling
+    steeply, so every later point would read as still elevated (the spike would never
+    recover and would swallow whatever comes after it)."""
+    return Trend(float(trend.at(step)), 0.0, float(step), trend.n_points)
 
 
 def sub_peaks(sc: Screen, lo: int, hi: int, trend: Trend, rise_min: float) -> list[int]:

@@ -181,13 +181,48 @@ def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> S
     flagged = sharp | np.nan_to_num(slow, nan=False).astype(bool)
     flagged[:start] = False
     sharp[:start] = False
-    if log_space:  # start-up: only a doubling over the last 3 points counts (startup_jump;
-        # the long trend lags a steep descent, so it is the recent level that is doubled)
-        recent = x[:start] - trailing_median(x[:start], 3)
-        jump = np.nan_to_num(recent >= cfg.startup_jump, nan=False).astype(bool)
+    if log_space and start:
+        jump = startup_spikes(steps, x, start, cfg)
         flagged[:start] |= jump
         sharp[:start] |= jump
     return Screen(steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space)
+
+
+def startup_spikes(steps: np.ndarray, x: np.ndarray, start: int, cfg: DetectConfig) -> np.ndarray:
+    """Spikes among the first `start` points, where the long trailing trend lags the descent
+    and the noise scale is not yet known. A point counts when it doubles the median of the 3
+    points before it (`startup_jump`: no descent or warm-up noise does that, a garbage
+    batch does), or when it stands out on both sides: above the 3 points before it and above
+    where the loss comes back to within the next `startup_return_points` points, each by
+    rise_min and z_min start-up noise scales. A descent is below the points before it, and
+    a rise that stays (the LR warming up, the loss-scale search) never comes back: neither
+    is a spike. The noise scale is that of the first differences over start-up. Only the
+    doubling counts in the first `startup_steps` steps, the optimizer's own start."""
+    seg = x[: min(len(x), start + cfg.startup_return_points)]
+    before = seg - trailing_median(seg, 3)
+    jump = np.nan_to_num(before >= cfg.startup_jump, nan=False)[:start]
+    d = np.diff(seg[np.isfinite(seg)])
+    if len(d) < 8:
+        return jump
+    sigma = float(np.median(np.abs(d - np.median(d)))) * MAD_TO_SIGMA / np.sqrt(2)
+    bar = max(cfg.rise_min, cfg.z_min * sigma)
+    ahead = forward_min_median(seg, 3, cfg.startup_return_points)
+    both = (before >= bar) & (seg - ahead >= bar) & (steps[: len(seg)] > cfg.startup_steps)
+    return jump | np.nan_to_num(both, nan=False)[:start]
+
+
+def forward_min_median(x: np.ndarray, k: int, reach: int) -> np.ndarray:
+    """Lowest median of k consecutive points that starts 1..reach points after each point
+    (NaN where none fits): the level the series comes back to."""
+    n = len(x)
+    fwd = pl.Series(x[::-1]).fill_nan(None).rolling_median(k, min_samples=k).to_numpy()[::-1]
+    fwd = np.asarray(fwd, dtype=float)
+    out = np.full(n, np.nan)
+    for d in range(1, reach + 1):
+        if d >= n:
+            break
+        out[: n - d] = np.fmin(out[: n - d], fwd[d:])
+    return out
 
 
 def after_dip(low: np.ndarray, k: int) -> np.ndarray:

@@ -45,3 +45,85 @@ def test_a_garbage_shard_in_the_start_up_is_found(tmp_path: Path, seed: int) -> 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
 def test_a_steep_noisy_start_up_alone_is_no_incident(tmp_path: Path, seed: int) -> None:
     assert stored_incidents(_write(tmp_path / "run", seed, garbage_at=None), tmp_path) == []
+
+
+# --- spikes that stand out on both sides ------------------------------------------------
+# A fine-tune logged every 16 steps descends so slowly that start-up (20 points, and until
+# a tenth of the descent is made) lasts 500+ steps. A +35% spike there, back in 4 points,
+# is no doubling, yet it stands out of the loss on both sides: above the points before it,
+# and above where the loss comes back to. That is what the start-up screen also takes.
+
+FT_EVERY, FT_STEPS = 16, 2600
+
+
+def _write_finetune(
+    folder: Path, seed: int, *, spike_at: int | None, fp16: bool = False, every: int = FT_EVERY
+) -> Path:
+    from torch.utils.tensorboard import SummaryWriter
+
+    rng = np.random.default_rng(seed)
+    scale = 65536.0
+    with SummaryWriter(str(folder)) as w:
+        for step in range(every, FT_STEPS + 1, every):
+            loss = 2.2 + 0.6 * math.exp(-step / 1500)  # a fine-tune: 2.8 -> 2.3, slowly
+            loss *= math.exp(rng.normal(0, 0.02))
+            grad = 1.0 * math.exp(rng.normal(0, 0.1))
+            if spike_at is not None and step >= spike_at:
+                decay = math.exp(-(step - spike_at) / (2 * every))  # back in ~4 points
+                loss *= math.exp(0.3 * decay)
+                grad *= 1 + 4 * decay
+            if fp16 and spike_at is not None and spike_at - 48 <= step < spike_at:
+                scale /= 4  # the scaler halves twice per logged point before the loss goes
+            w.add_scalar("train/loss", loss, step)
+            w.add_scalar("train/grad_norm", grad, step)
+            w.add_scalar("train/lr", 5e-5 * min(1.0, step / 200), step)
+            if fp16:
+                w.add_scalar("train/loss_scale", scale, step)
+    return folder
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_spike_in_a_long_start_up_is_found_with_its_onset(tmp_path: Path, seed: int) -> None:
+    found = stored_incidents(_write_finetune(tmp_path / "run", seed, spike_at=288), tmp_path)
+    assert [(i["onset_step"], i["peak_step"], i["type"]) for i in found] == [
+        (288, 288, "recoverable")
+    ]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_a_slow_noisy_fine_tune_start_up_alone_is_no_incident(tmp_path: Path, seed: int) -> None:
+    assert stored_incidents(_write_finetune(tmp_path / "run", seed, spike_at=None), tmp_path) == []
+
+
+def test_overflows_that_lead_into_a_start_up_spike_are_its_evidence(tmp_path: Path) -> None:
+    """The scaler's start-up search ends before a spike the start-up screen found: halvings
+    in the 48 steps before it are the incident's, and name fp16 overflow."""
+    run = _write_finetune(tmp_path / "run", 1, spike_at=288, fp16=True)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(288, "fp16_overflow")]
+
+
+def test_in_the_first_steps_only_a_doubling_counts(tmp_path: Path) -> None:
+    """Logged every 2 steps, a +35% spike at step 12 is among Adam's first updates: not an
+    incident (the same spike at step 288 is, above)."""
+    run = _write_finetune(tmp_path / "run", 1, spike_at=12, every=2)
+    assert stored_incidents(run, tmp_path) == []
+
+
+@pytest.mark.parametrize(("seed", "at"), [(1, 48), (2, 48), (3, 36)])
+def test_a_one_point_spike_in_a_steep_descent_recovers(tmp_path: Path, seed: int, at: int) -> None:
+    """Logged every 4 steps, the loss falls from ln V to its floor within ~60 steps. A power
+    law fitted to the points before a spike at step 36-48 would extrapolate that fall past
+    the floor, and the spike, back on the next point, would read as never recovered
+    (lingering): a start-up spike's trend is held flat at its onset."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    rng = np.random.default_rng(seed)
+    with SummaryWriter(str(tmp_path / "run")) as w:
+        for step in range(4, 3001, 4):
+            loss = 3.2 + (math.log(VOCAB) - 3.2) * math.exp(-step / 15) + 0.3 * step**-0.3
+            loss *= math.exp(rng.normal(0, 0.01) + (0.5 if step == at else 0.0))
+            w.add_scalar("train/loss", loss, step)
+            w.add_scalar("train/lr", 3e-4 * min(1.0, step / 400), step)
+    found = stored_incidents(tmp_path / "run", tmp_path)
+    assert [(i["peak_step"], i["type"]) for i in found] == [(at, "recoverable")]
