@@ -1,9 +1,10 @@
 """What the screen did not look at, stored so that a report never calls it clean.
 
-The loss screen skips the start-up of a run (its first points, and the initial descent,
-where the loss and the fp16 loss scale legitimately jump) but for jumps to twice the level
-of the 3 points before, and a log with fewer than three finite loss points is not screened
-at all. That is a decision of detect, so detect stores
+The loss screen screens the start-up of a run (its first points, and the initial descent,
+where the loss and the fp16 loss scale legitimately jump) less: only for jumps to twice the
+level of the 3 points before and, after its first steps, for spikes that stand out on both
+sides (screen.startup_spikes); a log with fewer than three finite loss points is not
+screened at all. That is a decision of detect, so detect stores
 it, one row per run in `screen_coverage`:
 
     run_id, metric, points (finite logged loss points), first_step, last_step,
@@ -36,6 +37,9 @@ class Coverage:
     unscreened_points: int
     unscreened_to_step: int | None
     short_log: bool
+    both_sides_from_step: int | None = None  # from here start-up was screened both sides too
+    spike_rise: float = 0.15  # the both-sides test's bar: a rise of this much ...
+    spike_z: float = 8.0  # ... and this many start-up noise scales
 
     @property
     def note(self) -> str:
@@ -47,11 +51,18 @@ class Coverage:
         if not self.unscreened_points:
             return f"every logged {self.metric} point was screened"
         size = "a short log: " if self.short_log else ""
+        both = ""
+        if self.both_sides_from_step is not None:
+            both = (
+                f" and, from step {self.both_sides_from_step}, for spikes at least "
+                f"{self.spike_rise:.0%} and {self.spike_z:g} noise scales above the loss on "
+                "both sides (the points before them and where it came back to)"
+            )
         return (
             f"{size}the first {self.unscreened_points} of {self.points} logged {self.metric} "
             f"points (steps {self.first_step}-{self.unscreened_to_step}, start-up) were "
-            "screened only for jumps to twice the level of the 3 points before, not for "
-            "smaller spikes; non-finite values were checked there too"
+            f"screened only for jumps to twice the level of the 3 points before{both}, not "
+            "for smaller spikes or rises that stayed; non-finite values were checked there too"
         )
 
 

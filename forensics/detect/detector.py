@@ -551,6 +551,7 @@ def detect_data(
 def _coverage(data: RunData, sc: Screen, finite: int, cfg: DetectConfig) -> Coverage:
     steps = sc.steps
     screened = finite >= 3 and sc.burn_in < len(steps)
+    both = int(steps[sc.both_sides_from]) if sc.both_sides_from is not None else None
     return Coverage(
         metric=data.loss_name,
         points=len(steps),
@@ -560,6 +561,9 @@ def _coverage(data: RunData, sc: Screen, finite: int, cfg: DetectConfig) -> Cove
         unscreened_points=int(min(sc.burn_in, len(steps))) if screened else len(steps),
         unscreened_to_step=int(steps[sc.burn_in - 1]) if screened and sc.burn_in else None,
         short_log=len(steps) < 4 * cfg.burn_in_points,
+        both_sides_from_step=both if screened and sc.burn_in else None,
+        spike_rise=float(np.expm1(cfg.rise_min)),
+        spike_z=cfg.z_min,
     )
 
 

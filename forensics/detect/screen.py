@@ -38,6 +38,7 @@ class Screen:
     sharp: np.ndarray  # bool: flagged by the point test (a jump), not only by the slow test
     low: np.ndarray  # bool: far below the trend (>= rise_min and z_min sigmas): kept out of it
     log_space: bool = True
+    both_sides_from: int | None = None  # first start-up index the both-sides test judged
 
     def best_before(self, step: int) -> float | None:
         """Lowest trend level after start-up and before `step` (log units), if any."""
@@ -181,14 +182,19 @@ def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> S
     flagged = sharp | np.nan_to_num(slow, nan=False).astype(bool)
     flagged[:start] = False
     sharp[:start] = False
+    both_from = None
     if log_space and start:
-        jump = startup_spikes(steps, x, start, cfg)
+        jump, both_from = startup_spikes(steps, x, start, cfg)
         flagged[:start] |= jump
         sharp[:start] |= jump
-    return Screen(steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space)
+    return Screen(
+        steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space, both_from
+    )
 
 
-def startup_spikes(steps: np.ndarray, x: np.ndarray, start: int, cfg: DetectConfig) -> np.ndarray:
+def startup_spikes(
+    steps: np.ndarray, x: np.ndarray, start: int, cfg: DetectConfig
+) -> tuple[np.ndarray, int | None]:
     """Spikes among the first `start` points, where the long trailing trend lags the descent
     and the noise scale is not yet known. A point counts when it doubles the median of the 3
     points before it (`startup_jump`: no descent or warm-up noise does that, a garbage
@@ -197,18 +203,21 @@ def startup_spikes(steps: np.ndarray, x: np.ndarray, start: int, cfg: DetectConf
     rise_min and z_min start-up noise scales. A descent is below the points before it, and
     a rise that stays (the LR warming up, the loss-scale search) never comes back: neither
     is a spike. The noise scale is that of the first differences over start-up. Only the
-    doubling counts in the first `startup_steps` steps, the optimizer's own start."""
+    doubling counts in the first `startup_steps` steps, the optimizer's own start. Also
+    returns the first index the both-sides test judged (None: none), for the coverage note."""
     seg = x[: min(len(x), start + cfg.startup_return_points)]
     before = seg - trailing_median(seg, 3)
     jump = np.nan_to_num(before >= cfg.startup_jump, nan=False)[:start]
     d = np.diff(seg[np.isfinite(seg)])
     if len(d) < 8:
-        return jump
+        return jump, None
     sigma = float(np.median(np.abs(d - np.median(d)))) * MAD_TO_SIGMA / np.sqrt(2)
     bar = max(cfg.rise_min, cfg.z_min * sigma)
     ahead = forward_min_median(seg, 3, cfg.startup_return_points)
-    both = (before >= bar) & (seg - ahead >= bar) & (steps[: len(seg)] > cfg.startup_steps)
-    return jump | np.nan_to_num(both, nan=False)[:start]
+    judged = steps[: len(seg)] > cfg.startup_steps
+    both = (before >= bar) & (seg - ahead >= bar) & judged
+    first = int(np.argmax(judged[:start])) if judged[:start].any() else None
+    return jump | np.nan_to_num(both, nan=False)[:start], first
 
 
 def forward_min_median(x: np.ndarray, k: int, reach: int) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The start-up is screened only for jumps to twice the level of the 3 points before.
+"""The start-up is screened for jumps to twice the level of the 3 points before, and after
+its first 20 steps for spikes that stand out on both sides.
 
 A run logged every 20 steps spends its first 400 steps in the 20 points the screen leaves to
 the start-up (the initial descent, the fp16 scale search). A shard of random tokens there
@@ -127,3 +128,19 @@ def test_a_one_point_spike_in_a_steep_descent_recovers(tmp_path: Path, seed: int
             w.add_scalar("train/lr", 3e-4 * min(1.0, step / 400), step)
     found = stored_incidents(tmp_path / "run", tmp_path)
     assert [(i["peak_step"], i["type"]) for i in found] == [(at, "recoverable")]
+
+
+def test_the_coverage_note_says_how_start_up_was_screened(tmp_path: Path) -> None:
+    """The stored note (quoted under **Screening** in the report) names both start-up tests
+    and the step the second one starts from: the first logged step after step 20."""
+    from forensics.store import open_store
+
+    stored_incidents(_write_finetune(tmp_path / "run", 1, spike_at=None), tmp_path)
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        row = store.query("SELECT screened_from_step, note FROM screen_coverage").to_dicts()[0]
+    assert row["screened_from_step"] > 20 * FT_EVERY  # a slow fine-tune's long start-up
+    assert (
+        "jumps to twice the level of the 3 points before and, from step 32, for spikes"
+        in (row["note"])
+    )
+    assert "at least 15% and 8 noise scales above the loss on both sides" in row["note"]

@@ -72,7 +72,7 @@ def test_a_run_without_incidents_says_so(docs: dict[str, dict[str, str]]) -> Non
     readme = docs["clean-350m"]["README.md"]
     # its start-up was not screened (screen_coverage): never "clean" without the caveat
     assert "**No incident was detected in the screened steps of this run**" in readme
-    assert "**Not screened:** the first 5 of 31 logged loss points (steps 0-400" in readme
+    assert "**Screening:** the first 5 of 31 logged loss points (steps 0-400" in readme
     assert list(docs["clean-350m"]) == ["README.md"]
 
 
