@@ -27,6 +27,7 @@ class RunContext:
     """Run-level numbers shared by every incident's features."""
 
     initial_loss: float | None
+    uniform_loss: float | None  # ln(vocab size): the loss of uniform predictions, in nats
     peak_lr: float | None
     warmup_end: float | None
     excursion_steps: np.ndarray  # peak step of every loss excursion of the run
@@ -40,7 +41,9 @@ def run_context(data: RunData, excursion_steps: list[int], log_space: bool) -> R
     initial = float(np.median(fin[:5])) if len(fin) else None
     peak_lr, warm = _schedule(data)
     steps = np.asarray(sorted(excursion_steps))
-    return RunContext(initial, peak_lr, warm, steps, data.interval, log_space)
+    vocab = number(data.config.get("vocab_size"))
+    uniform = float(np.log(vocab)) if vocab and vocab >= 2 else None
+    return RunContext(initial, uniform, peak_lr, warm, steps, data.interval, log_space)
 
 
 def _schedule(data: RunData) -> tuple[float | None, float | None]:
@@ -162,6 +165,7 @@ def _loss_shape(
         "echo_count": float(len(peaks) - 1),
         "first_echo_gap": float(peaks[1] - peaks[0]) if len(peaks) > 1 else None,
         "peak_vs_initial": _ratio(inc.peak_value, ctx.initial_loss),
+        "peak_vs_uniform": _ratio(inc.peak_value, ctx.uniform_loss),
         "settle_excess": inc.shape.settle_excess,
         "recovery_steps": (
             float(inc.end_step - inc.last_peak_step) if inc.end_step is not None else None

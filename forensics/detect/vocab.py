@@ -37,6 +37,9 @@ FEATURES: dict[str, str] = {
     "rise, or down from it to under 25%, whichever is more (None when it never came back)",
     "peak_vs_initial": "peak loss / the run's initial loss (median of the first 5 points); "
     "about 1 for a batch the model cannot predict at all",
+    "peak_vs_uniform": "peak loss / ln(vocab_size from the config), the loss of uniform "
+    "predictions: 0.5 or more for a batch the model cannot predict at all (a fine-tune "
+    "starts far below it, so its initial loss is no such level)",
     "settle_excess": "loss level after the spike / extrapolated trend - 1: at recovery for a "
     "recoverable incident, the settled level otherwise",
     "recovery_steps": "steps from the last peak to recovery (None when not recovered)",

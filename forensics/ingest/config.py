@@ -307,6 +307,7 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
         "total_iters", "num_iterations", "train_steps",
     ),
     "seed": ("seed", "random_seed", "global_seed"),
+    "vocab_size": ("vocab_size", "padded_vocab_size", "n_vocab"),
     "lr_schedule": (
         "lr_schedule", "lr_scheduler_type", "lr_decay_style", "decay_style", "lr_scheduler",
         "scheduler", "lr_scheduler.name", "scheduler.name",
@@ -482,6 +483,7 @@ def add_canonical(flat: dict[str, Any]) -> dict[str, Any]:
         "min_lr": look.get("min_lr", _number),
         "grad_clip": look.get("grad_clip", _number),
         "seed": look.get("seed", _nonneg_int),
+        "vocab_size": look.get("vocab_size", _positive_int),
         "lr_schedule": look.get("lr_schedule", schedule_name),
         "lr_decay_steps": look.get("lr_decay_steps", _positive_int),
         **_derived(look),

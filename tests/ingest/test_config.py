@@ -104,6 +104,8 @@ CANONICAL_CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
       "max_seq_length": 1024},
      {"global_batch_size": 256, "seq_len": 1024, "tokens_per_step": 262144}),
     ({"train_iters": 500000, "seed": 1234}, {"total_steps": 500000, "seed": 1234}),
+    ({"model": {"vocab_size": 50280}}, {"vocab_size": 50280}),
+    ({"padded_vocab_size": 50304}, {"vocab_size": 50304}),
     ({"max_steps": -1}, {}),
     ({"MODEL_ARGS": {"--lr": 3.0e-4, "--adam-beta2": 0.95, "--seq-length": 4096, "--bf16": True}},
      {"peak_lr": 3e-4, "beta2": 0.95, "seq_len": 4096, "precision": "bf16"}),
