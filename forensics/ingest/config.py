@@ -278,7 +278,7 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "min_lr": ("min_lr", "lr_min", "min_learning_rate", "eta_min", "final_lr", "end_lr"),
     "warmup_steps": (
         "warmup_steps", "warmup_iters", "lr_warmup_iters", "lr_warmup_steps",
-        "num_warmup_steps", "warmup_updates", "warmup",
+        "num_warmup_steps", "warmup_updates", "warmup_iterations", "t_warmup", "warmup",
     ),
     "warmup_fraction": ("warmup_ratio", "lr_warmup_fraction", "warmup_fraction", "pct_start"),
     "grad_clip": (
@@ -286,14 +286,16 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
         "grad_clip_norm", "clip_norm", "gradient_clipping",
     ),
     "precision": ("precision", "mixed_precision", "amp_dtype", "dtype", "params_dtype"),
-    "world_size": ("world_size", "n_gpus", "num_gpus", "ngpus", "total_gpus"),
+    "world_size": ("world_size", "n_gpus", "num_gpus", "ngpus", "total_gpus", "num_processes"),
     "gpus_per_node": ("gpus_per_node", "nproc_per_node", "num_gpus_per_node", "devices", "gpus"),
     "nodes": ("num_nodes", "nnodes", "n_nodes", "nodes"),
     "seq_len": (
         "seq_len", "seq_length", "max_seq_len", "max_seq_length", "block_size",
-        "context_length", "sequence_length", "encoder_seq_length",
+        "context_length", "sequence_length", "encoder_seq_length", "max_sequence_length",
     ),
-    "global_batch_size": ("global_batch_size", "total_batch_size", "gbs", "global_batch"),
+    "global_batch_size": (
+        "global_batch_size", "total_batch_size", "gbs", "global_batch", "global_train_batch_size",
+    ),
     "micro_batch_size": (
         "micro_batch_size", "per_device_train_batch_size", "train_micro_batch_size_per_gpu",
         "micro_batch", "device_train_batch_size", "batch_size",
@@ -304,7 +306,7 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     ),
     "total_steps": (
         "total_steps", "max_steps", "train_iters", "max_iters", "num_training_steps",
-        "total_iters", "num_iterations", "train_steps",
+        "total_iters", "num_iterations", "train_steps", "max_duration",
     ),
     "seed": ("seed", "random_seed", "global_seed"),
     "vocab_size": ("vocab_size", "padded_vocab_size", "n_vocab"),

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
+from forensics.ingest.printed_config import printed_config
 from forensics.ingest.readers._generic_groups import dict_entries, group_totals
 from forensics.ingest.readers._text import (
     head_lines,
@@ -1309,6 +1310,7 @@ def read_generic(path: Path, text: str) -> ReadResult:
     notes = describe(found, ignored, lines, used, redraws) + notes + _no_training_loss(rows)
     return ReadResult(
         metrics=rows.select("step", "raw_name", "value", "wall_time"),
+        config=printed_config(text),
         warnings=notes,
         events=pl.concat(events) if events else None,
     )

@@ -22,6 +22,7 @@ import yaml
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
+from forensics.ingest.printed_config import printed_config
 from forensics.ingest.readers._text import (
     NUMBER,
     cut_last_line,
@@ -371,7 +372,7 @@ class TextLogReader(Reader):
         if extra.height:
             metrics = pl.concat([rows.select("line", "step", "raw_name", "value"), extra])
             metrics = metrics.sort("line", maintain_order=True).drop("line")
-        return ReadResult(metrics=metrics, warnings=warnings)
+        return ReadResult(metrics=metrics, config=printed_config(text), warnings=warnings)
 
 
 def _unclaimed_loss_lines(
