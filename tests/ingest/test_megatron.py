@@ -325,3 +325,17 @@ def test_garbage_never_raises_anything_but_input_error(tmp_path: Path, lines: li
     except InputError:
         return
     assert res.metrics["step"].null_count() == 0
+
+
+def test_the_padded_vocab_line_gives_the_vocab_size(real_logs: Path) -> None:
+    """Megatron prints the tokenizer's size after the arguments block
+    (` > padded vocab (size: 50257) with 431 dummy tokens (new size: 50688)`): the vocab
+    size peak_vs_uniform divides by (ln V, the loss of uniform predictions)."""
+    path = (
+        real_logs
+        / "bigscience-workshop__bigscience"
+        / "experiments__gpt2-meg__meg_gpt2_base_n4_dp1_tp4_pp4-1809579.out"
+    )
+    if not path.is_file():
+        pytest.skip("the bigscience .out log is not in this copy of real_logs")
+    assert MegatronReader().read(path).config["vocab_size"] == 50257

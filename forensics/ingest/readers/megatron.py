@@ -442,7 +442,11 @@ _CANONICAL_ARGS = {
     "total_steps": ("train_iters",),
     "lr_decay_steps": ("lr_decay_iters",),
     "seed": ("seed",),
+    "vocab_size": ("vocab_size", "padded_vocab_size"),
 }
+# Megatron prints the tokenizer's size after the arguments block, not in it:
+# ` > padded vocab (size: 50257) with 431 dummy tokens (new size: 50688)`.
+_PADDED_VOCAB = re.compile(r">\s*padded vocab \(size: (\d+)\)")
 
 
 def canonical_config(args: dict[str, Any]) -> dict[str, Any]:
@@ -475,7 +479,12 @@ def _config(lines: pl.DataFrame, warnings: list[str]) -> dict[str, Any]:
             warnings.append(
                 f"arguments block {i} differs from the first ({shown}); config is the first block's"
             )
-    return canonical_config(first)
+    config = canonical_config(first)
+    vocab = lines.filter(pl.col("text").str.contains("padded vocab (size:", literal=True))
+    m = _PADDED_VOCAB.search(vocab["text"][0]) if vocab.height else None
+    if m and "vocab_size" not in config:
+        config["vocab_size"] = int(m.group(1))
+    return config
 
 
 def _has_record(text: str) -> bool:
