@@ -31,48 +31,42 @@ def _pick(cfg: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     return {k: cfg.get(k) for k in keys}
 
 
-def test_olmo_train_config_repr(real_logs: Path, tmp_path: Path) -> None:
-    path = real_logs / "AntonioLopardo__OLMo" / "training.log"
+def _real_config(real_logs: Path, rel: str, tmp_path: Path) -> dict[str, Any]:
+    path = real_logs / rel
     if not path.is_file():
-        pytest.skip("the OLMo training.log is not in this copy of real_logs")
-    cfg = _ingested_config(path, tmp_path)
-    assert _pick(cfg, ["beta1", "beta2", "peak_lr", "warmup_steps", "precision"]) == {
-        "beta1": 0.9,
-        "beta2": 0.95,
-        "peak_lr": 3e-4,
-        "warmup_steps": 500,
-        "precision": "bf16",
-    }
-    assert _pick(cfg, ["grad_clip", "seq_len", "global_batch_size", "vocab_size", "seed"]) == {
-        "grad_clip": 1.0,
-        "seq_len": 4096,
-        "global_batch_size": 512,
-        "vocab_size": 50280,
-        "seed": 6198,
-    }
-    assert cfg["lr_schedule"] == "cosine"  # scheduler.name='cosine_with_warmup'
-    assert cfg["total_steps"] == 15000  # max_duration=15000
-    assert cfg["fsdp.sharding_strategy"] == "<ShardingStrategy.FULL_SHARD: 1>"  # kept as text
+        pytest.skip(f"{rel} is not in this copy of real_logs")
+    return _ingested_config(path, tmp_path)
 
 
-def test_llmc_start_up_table(real_logs: Path, tmp_path: Path) -> None:
-    path = real_logs / "HectorFCardenas__llm.c" / "gpt2_train.11685414.log"
-    if not path.is_file():
-        pytest.skip("the llm.c stdout log is not in this copy of real_logs")
-    cfg = _ingested_config(path, tmp_path)
-    assert _pick(cfg, ["peak_lr", "warmup_steps", "precision", "seq_len", "lr_schedule"]) == {
-        "peak_lr": 6e-4,
-        "warmup_steps": 700,
-        "precision": "bf16",
-        "seq_len": 1024,
-        "lr_schedule": "cosine",
-    }
-    # llm.c's "total batch size" counts tokens: 512 sequences of 1024, not 524288 sequences
-    assert _pick(cfg, ["tokens_per_step", "global_batch_size", "vocab_size"]) == {
-        "tokens_per_step": 524288,
-        "global_batch_size": 512,
-        "vocab_size": 50257,
-    }
+OLMO = {
+    "beta1": 0.9, "beta2": 0.95, "peak_lr": 3e-4, "warmup_steps": 500, "precision": "bf16",
+    "grad_clip": 1.0, "seq_len": 4096, "global_batch_size": 512, "vocab_size": 50280,
+    "seed": 6198,
+    "lr_schedule": "cosine",  # scheduler.name='cosine_with_warmup'
+    "total_steps": 15000,  # max_duration=15000
+    "fsdp.sharding_strategy": "<ShardingStrategy.FULL_SHARD: 1>",  # an enum, kept as text
+}  # fmt: skip
+LLMC = {
+    "peak_lr": 6e-4, "warmup_steps": 700, "precision": "bf16", "seq_len": 1024,
+    "lr_schedule": "cosine", "vocab_size": 50257,
+    # "total batch size" counts tokens: 512 sequences of 1024, not 524288 sequences
+    "tokens_per_step": 524288, "global_batch_size": 512,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rel", "expected"),
+    [
+        ("AntonioLopardo__OLMo/training.log", OLMO),
+        ("HectorFCardenas__llm.c/gpt2_train.11685414.log", LLMC),
+    ],
+    ids=["olmo-train-config-repr", "llmc-start-up-table"],
+)
+def test_real_logs_printed_config(
+    real_logs: Path, tmp_path: Path, rel: str, expected: dict[str, Any]
+) -> None:
+    cfg = _real_config(real_logs, rel, tmp_path)
+    assert _pick(cfg, list(expected)) == expected
 
 
 def test_hf_training_arguments_printout(tmp_path: Path) -> None:
