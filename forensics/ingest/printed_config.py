@@ -4,7 +4,9 @@ Many loops print their config once before the first step, and often that is the 
 a run's β2, precision, warm-up or vocabulary size is written down. The text readers
 (textlog, generic_text) read it from the head of the log in two shapes:
 
-- a Python repr of a config object, nested objects included: OLMo's
+- a Python repr of a config object (its class named as one: `...Config`, `...Arguments`,
+  `Namespace`, `...Params`; not a printed model's `Linear(in_features=768, ...)`), nested
+  objects included: OLMo's
   `TrainConfig(run_name='x', model=ModelConfig(vocab_size=50280, ...),
   optimizer=OptimizerConfig(betas=(0.9, 0.95), ...), ...)`, argparse's printed
   `Namespace(lr=0.0003, ...)`, and Hugging Face's `TrainingArguments(` printout, one
@@ -35,6 +37,11 @@ MIN_FIELDS = 3
 # message costs one bounded scan, not one to the end of the head per such message.
 MAX_REPR_CHARS = 65_536
 _CALL = re.compile(r"\b([A-Z][A-Za-z0-9_]*)\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*=")
+# A config object's class says so (TrainConfig, TrainingArguments, Namespace, SFTConfig,
+# Hyperparameters); a printed model's modules (`Linear(in_features=768, ...)`) do not.
+_CONFIG_CLASS = re.compile(
+    r"(Config|Cfg|Args|Arguments|Namespace|Params|Parameters|Hyperparameters|Settings|Options)$"
+)
 _BRACKET = re.compile(r"[()'\"\n]")
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)")
 _SYMBOL = re.compile(r"(\s*\([^)]*\)|\s+[A-Z]{1,2}[a-z]?)+$")
@@ -64,7 +71,8 @@ def _reprs(head: str) -> list[dict[str, Any]]:
         if parsed is None:
             continue
         fields, end = parsed
-        if len(fields) >= MIN_FIELDS and not _record(fields):
+        config_class = _CONFIG_CLASS.search(m.group(1)) is not None
+        if config_class and len(fields) >= MIN_FIELDS and not _record(fields):
             out.append(fields)
             pos = end
     return out

@@ -109,8 +109,17 @@ def test_argparse_namespace_printout(tmp_path: Path) -> None:
     }
 
 
+def test_a_printed_model_is_no_config(tmp_path: Path) -> None:
+    """`print(model)` shows every module's repr: `Linear(in_features=64, out_features=256,
+    bias=True)` has three fields but is no config."""
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    assert "Linear(in_features=64, out_features=256, bias=True)" in str(model)
+    assert printed_config(f"{model}\n{STEPS}") == {}
+
+
 def test_a_step_record_printed_as_a_repr_is_no_config() -> None:
-    text = "".join(f"Metrics(step={s}, loss={2.0 - s / 100}, lr=0.001)\n" for s in range(1, 20))
+    text = "".join(f"TrainParams(step={s}, loss={2.0 - s / 100}, lr=0.001)\n" for s in range(1, 20))
     assert printed_config(text) == {}
 
 
