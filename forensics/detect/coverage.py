@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
+from forensics.detect.config import DetectConfig
 from forensics.store import Store
 
 TABLE = "screen_coverage"  # declared with the other detect tables in forensics/store/schema.py
@@ -38,8 +40,9 @@ class Coverage:
     unscreened_to_step: int | None
     short_log: bool
     both_sides_from_step: int | None = None  # from here start-up was screened both sides too
-    spike_rise: float = 0.15  # the both-sides test's bar: a rise of this much ...
-    spike_z: float = 8.0  # ... and this many start-up noise scales
+    # the both-sides test's bar: a rise of this much and this many start-up noise scales
+    spike_rise: float = float(np.expm1(DetectConfig.rise_min))
+    spike_z: float = DetectConfig.z_min
 
     @property
     def note(self) -> str:

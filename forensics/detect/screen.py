@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from forensics.detect.config import DetectConfig
+from forensics.detect.typing import forward_median
 
 MAD_TO_SIGMA = 1.4826
 # An excursion may contain this many unflagged points and still be one excursion.
@@ -224,8 +225,7 @@ def forward_min_median(x: np.ndarray, k: int, reach: int) -> np.ndarray:
     """Lowest median of k consecutive points that starts 1..reach points after each point
     (NaN where none fits): the level the series comes back to."""
     n = len(x)
-    fwd = pl.Series(x[::-1]).fill_nan(None).rolling_median(k, min_samples=k).to_numpy()[::-1]
-    fwd = np.asarray(fwd, dtype=float)
+    fwd = forward_median(x, k, min_samples=k)
     out = np.full(n, np.nan)
     for d in range(1, reach + 1):
         if d >= n:

@@ -82,11 +82,12 @@ def fit_trend(
     return Trend(x2, float(np.clip(slope, -1.0, 0.0)), ref, len(xs))
 
 
-def forward_median(x: np.ndarray, k: int) -> np.ndarray:
-    """Median of x[i : i + k] for each i (fewer points at the end)."""
+def forward_median(x: np.ndarray, k: int, min_samples: int = 1) -> np.ndarray:
+    """Median of x[i : i + k] for each i (fewer points at the end, down to `min_samples`;
+    NaN below that)."""
     if len(x) == 0:
         return x
-    rev = pl.Series(x[::-1]).rolling_median(k, min_samples=1)
+    rev = pl.Series(x[::-1]).rolling_median(k, min_samples=min_samples)
     return rev.to_numpy()[::-1].astype(float)
 
 
