@@ -316,7 +316,8 @@ def _transient(inc: Incident, data: RunData, cfg: DetectConfig, initial: float |
     """How many bad values (non-finite loss or gradient norm, absurd gradient, a loss
     absurd_loss_ratio x the initial loss or more) the incident is made of, when they are
     1 to transient_max within a short span and every other logged loss of the incident and
-    3 points on each side stays under the trend's spike band, back on the trend after: the
+    3 points on each side stays under the trend's spike band, back on the trend (or at the
+    level of the point before them) after: the
     values were corrupted, not the model, which an applied NaN or absurd update would have
     carried into every later loss. 0 otherwise. Only rises are tested: a non-finite loss
     that HF's logging_nan_inf_filter replaced reads as a dip in its logging window."""
@@ -344,9 +345,16 @@ def _transient(inc: Incident, data: RunData, cfg: DetectConfig, initial: float |
         return 0.0
     r = np.log(x) - inc.trend.at(st[idx])
     after = r[st[idx] > last][:3]
+    before = r[st[idx] < first][-1:]
     thr = near_trend(inc.sigma, cfg)
     calm = bool(np.all(r < spike_band(inc.sigma, cfg)))
-    return float(len(bad)) if calm and len(after) and abs(float(np.median(after))) < thr else 0.0
+    if not calm or not len(after):
+        return 0.0
+    back = abs(float(np.median(after))) < thr
+    # or back at the level of the point just before it, where the trend lags a step in the
+    # curve (an epoch boundary, an LR milestone): the bad values did not move the model
+    same = len(before) > 0 and abs(float(np.median(after) - before[0])) < thr
+    return float(len(bad)) if back or same else 0.0
 
 
 def precursor_len(onset: int, cfg: DetectConfig) -> float:

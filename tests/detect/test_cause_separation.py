@@ -1,0 +1,151 @@
+"""Causes that look alike in the loss, kept apart by what else the log holds.
+
+- Stale beta2 without a gradient norm: beta2 0.999 is PyTorch's and the HF Trainer's
+  default, and an echoing spike in the loss alone looks the same after an fp16 overflow
+  cascade or a too-high LR. It is named only when the log refutes those (bf16, the LR past
+  its peak); else the cause is left open and the gradient norm is what to log.
+- A rare-token batch in a beta2 = 0.999 run that was back at once: nothing was amplified;
+  the gradient norm (taken before the optimizer) jumped with the batch.
+- A divergence at the peak LR a few warm-up lengths in is the LR's, not stale beta2's.
+- An absurd loss value at an epoch boundary, where the trend lags the drop: the loss after
+  it is where it was before it, so the value was corrupted, not the model.
+
+Every run is written by torch's SummaryWriter, its config as a Hugging Face
+TrainingArguments-style config.json."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from detect_helpers import stored_incidents
+
+from forensics.store import open_store
+
+pytest.importorskip("torch.utils.tensorboard")
+
+N, WARM, PEAK_LR = 3000, 200, 3e-4
+
+
+def _lr(step: int) -> float:
+    if step < WARM:
+        return PEAK_LR * step / WARM
+    p = (step - WARM) / (N - WARM)
+    return PEAK_LR * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def _write(
+    folder: Path,
+    shape: Callable[[int, float], tuple[float, float]],
+    config: dict,
+    *,
+    grad: bool = True,
+    lr: bool = True,
+) -> Path:
+    """A pre-training run from ~10.8 nats, logged every step; `shape(step, loss)` returns the
+    (loss, gradient-norm factor) at a step."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    rng = np.random.default_rng(0)
+    with SummaryWriter(str(folder)) as w:
+        for step in range(1, N + 1):
+            base = (2.2 + 8.6 * (1 + step / 80) ** -0.6) * math.exp(rng.normal(0, 0.01))
+            loss, gmul = shape(step, base)
+            w.add_scalar("train/loss", loss, step)
+            if grad:
+                w.add_scalar("train/grad_norm", 0.4 * gmul * math.exp(rng.normal(0, 0.05)), step)
+            if lr:
+                w.add_scalar("train/learning_rate", _lr(step), step)
+    args = {"learning_rate": PEAK_LR, "warmup_steps": WARM, "max_steps": N,
+            "lr_scheduler_type": "cosine", "max_grad_norm": 1.0, **config}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(args))
+    return folder
+
+
+def _echoing_spike(step: int, loss: float) -> tuple[float, float]:
+    """+50% at 2000 decaying over ~30 steps, an echo at 2040; the gradient jumps at 2000."""
+    k = 0.0
+    if step >= 2000:
+        k += 0.4 * math.exp(-(step - 2000) / 30)
+    if step >= 2040:
+        k += 0.25 * math.exp(-(step - 2040) / 8)
+    return loss * math.exp(k), (15.0 if step == 2000 else 1.0)
+
+
+def _hypotheses(tmp_path: Path) -> dict[str, tuple[str, list[str]]]:
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        rows = store.query("SELECT cause, status, needs FROM hypotheses").rows()
+    return {c: (s, json.loads(n) if n else []) for c, s, n in rows}
+
+
+def test_without_a_gradient_norm_an_fp16_runs_echoing_spike_is_left_open(
+    tmp_path: Path,
+) -> None:
+    run = _write(tmp_path / "run", _echoing_spike, {"adam_beta2": 0.999, "fp16": True},
+                 grad=False)  # fmt: skip
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(2000, "unknown")]
+    status, needs = _hypotheses(tmp_path)["stale_beta2"]
+    assert status == "not_evaluable" and "grad_norm" in needs
+
+
+def test_without_a_gradient_norm_stale_beta2_is_named_when_the_log_refutes_the_rest(
+    tmp_path: Path,
+) -> None:
+    """bf16 (no overflow cascade) and the LR at a third of its peak (not too high)."""
+    run = _write(tmp_path / "run", _echoing_spike, {"adam_beta2": 0.999, "bf16": True},
+                 grad=False)  # fmt: skip
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(2000, "stale_beta2")]
+
+
+def test_a_rare_token_batch_in_a_beta2_0999_run_back_at_once_is_named(tmp_path: Path) -> None:
+    def batch(step: int, loss: float) -> tuple[float, float]:
+        if step >= 2000:
+            loss *= math.exp(0.45 * math.exp(-(step - 2000) / 2))
+        return loss, (20.0 if step == 2000 else 1.0)
+
+    run = _write(tmp_path / "run", batch, {"adam_beta2": 0.999, "bf16": True})
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["type"], i["cause"]) for i in found] == [
+        (2000, "recoverable", "rare_tokens")
+    ]
+
+
+def test_a_divergence_at_the_peak_lr_soon_after_warm_up_is_the_lrs(tmp_path: Path) -> None:
+    """From step 700 (3.5 warm-ups in, the LR at 97% of its peak) the loss climbs to 3x and
+    stays, the gradient norm with it; nothing drifted before; beta2 is 0.999."""
+
+    def diverge(step: int, loss: float) -> tuple[float, float]:
+        if step < 700:
+            return loss, 1.0
+        k = min(1.0, (step - 700) / 60)
+        return loss * (1 + 2 * k), 1 + 9 * k
+
+    run = _write(tmp_path / "run", diverge, {"adam_beta2": 0.999, "bf16": True})
+    found = stored_incidents(run, tmp_path)
+    assert [(i["type"], i["cause"]) for i in found] == [("divergent", "lr_too_high")]
+    assert 690 <= found[0]["onset_step"] <= 720
+
+
+def test_an_absurd_value_at_an_epoch_boundary_is_a_corrupted_value(tmp_path: Path) -> None:
+    """A fine-tune whose loss steps down 12% as epoch 2 starts (steps 980-990, data seen
+    before): the trend, fitted before the onset, lags it. The value logged at 1000 is 60x
+    the loss; the ones after it are at the new level, where the point before it was."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder = tmp_path / "run"
+    rng = np.random.default_rng(3)
+    with SummaryWriter(str(folder)) as w:
+        for step in range(10, 1601, 10):
+            drop = 0.88 if step >= 990 else 0.94 if step == 980 else 1.0
+            loss = 2.0 * drop * math.exp(rng.normal(0, 0.008))
+            w.add_scalar("train/loss", loss * (60 if step == 1000 else 1), step)
+            w.add_scalar("train/grad_norm", 6.0 * math.exp(rng.normal(0, 0.05)), step)
+    (folder / "config.json").write_text(json.dumps({"adam_beta2": 0.99, "bf16": True}))
+    found = stored_incidents(folder, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(1000, "hardware_fault")]
