@@ -26,6 +26,10 @@ COMPETE_MARGIN = 0.2
 END_OF_WARMUP_FRACTION = 0.1
 END_OF_WARMUP_MIN_STEPS = 20
 PEAK_LR_FRACTION = 0.98  # "at its peak": within 2% of the run's highest LR
+# After the peak, the LR is in its decay below this share of the peak: the band the
+# features' `lr_phase` and the lr-too-high rule call "at its peak", so that a page never
+# says "decay" beside evidence that says "peak".
+DECAY_FRACTION = 0.9
 
 
 def choose(findings: list[Finding]) -> tuple[Finding | None, float, list[Finding]]:
@@ -77,8 +81,9 @@ def lr_phase(inc: Incident, data: RunData) -> None:
 
     warm-up (LR still rising, onset well before the peak), end of warm-up (onset within
     10% of the warm-up length, >= 20 steps, of the first step at the peak LR), peak (at
-    the peak LR after that), decay (LR below 98% of its peak after it), constant (the LR
-    never changed), unknown (no `lr` logged and no `warmup_steps` in the config).
+    90% of the peak LR or more after that), decay (LR below 90% of its peak after it),
+    constant (the LR never changed), unknown (no `lr` logged and no `warmup_steps` in the
+    config).
     """
     warm_cfg = number(data.config.get("warmup_steps"))
     if not data.has("lr"):
@@ -97,7 +102,7 @@ def lr_phase(inc: Incident, data: RunData) -> None:
     inc.lr_at_onset, inc.lr_peak_step = at, peak_step
     if float(v.min()) >= PEAK_LR_FRACTION * top:
         inc.lr_phase = "constant"
-    elif at is not None and inc.onset_step > peak_step and at < PEAK_LR_FRACTION * top:
+    elif at is not None and inc.onset_step > peak_step and at < DECAY_FRACTION * top:
         inc.lr_phase = "decay"
     else:
         inc.lr_phase = _phase_by_step(inc.onset_step, float(peak_step))

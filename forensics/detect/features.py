@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from forensics.detect.classify import DECAY_FRACTION
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import Metric, RunData, number
 from forensics.detect.model import FeatureValue, Incident
@@ -98,7 +99,7 @@ def _lr_phase(lr_frac: FeatureValue, warmup_progress: FeatureValue) -> str | Non
     if isinstance(warmup_progress, float) and warmup_progress < 0.98:
         return "warmup"
     if isinstance(lr_frac, float):
-        return "peak" if lr_frac >= 0.9 else "decay"
+        return "peak" if lr_frac >= DECAY_FRACTION else "decay"
     return "peak" if isinstance(warmup_progress, float) and warmup_progress <= 1.1 else None
 
 
