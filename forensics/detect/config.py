@@ -50,7 +50,8 @@ class DetectConfig:
     startup_jump: float = 0.693
     # ... or a point that stands out on both sides by rise_min and z_min start-up noise
     # scales: above the 3 points before it and above where the loss comes back to (a
-    # 3-point median) within the next `startup_return_points` points (screen.startup_spikes).
+    # 3-point median) within the next `startup_return_points` points (screen.startup_spikes),
+    # and both tests go on after start-up while the trend lags the descent (screen.lag_end).
     # Not in the first `startup_steps` steps: Adam's first updates and the fp16 loss-scale
     # search jump around there (a tiny model at 4x its sane LR spikes +46% at step 7).
     startup_return_points: int = 8

@@ -185,12 +185,23 @@ def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> S
     sharp[:start] = False
     both_from = None
     if log_space and start:
-        jump, both_from = startup_spikes(steps, x, start, cfg)
-        flagged[:start] |= jump
-        sharp[:start] |= jump
+        end = lag_end(x, trend, start, cfg)
+        jump, both_from = startup_spikes(steps, x, end, cfg)
+        flagged[:end] |= jump
+        sharp[:end] |= jump
     return Screen(
         steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space, both_from
     )
+
+
+def lag_end(x: np.ndarray, trend: np.ndarray, start: int, cfg: DetectConfig) -> int:
+    """First point from `start` on where the trailing trend has caught up with the loss
+    (within rise_min of its 3-point median). In a steep descent just after start-up the
+    21-point trend still sits far above the loss, so a spike there is no higher than the
+    trend and only the start-up test, which compares it with the loss on both sides, sees it."""
+    lag = np.nan_to_num(trend - trailing_median(x, 3) >= cfg.rise_min, nan=False)
+    rest = np.flatnonzero(~lag[start:])
+    return start + int(rest[0]) if len(rest) else len(x)
 
 
 def startup_spikes(
