@@ -18,9 +18,9 @@ included; the note says so.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
 from forensics.detect.config import DetectConfig
@@ -41,7 +41,7 @@ class Coverage:
     short_log: bool
     both_sides_from_step: int | None = None  # from here start-up was screened both sides too
     # the both-sides test's bar: a rise of this much and this many start-up noise scales
-    spike_rise: float = float(np.expm1(DetectConfig.rise_min))
+    spike_rise: float = math.expm1(DetectConfig.rise_min)
     spike_z: float = DetectConfig.z_min
 
     @property

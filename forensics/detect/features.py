@@ -346,16 +346,17 @@ def _transient(inc: Incident, data: RunData, cfg: DetectConfig, initial: float |
         return 0.0
     r = np.log(x) - inc.trend.at(st[idx])
     after = r[st[idx] > last][:3]
-    before = r[st[idx] < first][-1:]
+    before = r[st[idx] < first]
     thr = near_trend(inc.sigma, cfg)
     calm = bool(np.all(r < spike_band(inc.sigma, cfg)))
     if not calm or not len(after):
         return 0.0
-    back = abs(float(np.median(after))) < thr
-    # or back at the level of the point just before it, where the trend lags a step in the
-    # curve (an epoch boundary, an LR milestone): the bad values did not move the model
-    same = len(before) > 0 and abs(float(np.median(after) - before[0])) < thr
-    return float(len(bad)) if back or same else 0.0
+    level = float(np.median(after))
+    # back on the trend, or at the level of the point just before the bad values, where the
+    # trend lags a step in the curve (an epoch boundary, an LR milestone): they did not move
+    # the model
+    back = abs(level) < thr or (len(before) > 0 and abs(level - float(before[-1])) < thr)
+    return float(len(bad)) if back else 0.0
 
 
 def precursor_len(onset: int, cfg: DetectConfig) -> float:
