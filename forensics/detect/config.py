@@ -104,6 +104,13 @@ class DetectConfig:
     # Steps of history the pre-spike trend is fitted on: max(this, pre_fraction x onset).
     pre_steps: int = 1000
     pre_fraction: float = 0.2
+    # A step down of >= trend_step_min (relative, and 4 standard errors of 5-point medians)
+    # in that history, held for >= trend_step_points points and trend_step_hold steps up to
+    # the onset (an epoch boundary, an LR milestone; not a degenerate shard's dip just
+    # before it), starts the fit after it: a power law across the step runs below the loss.
+    trend_step_min: float = 0.03
+    trend_step_points: int = 8
+    trend_step_hold: int = 200
     # --- grouping ------------------------------------------------------------------------
     # A new excursion that starts within `echo_window` steps of a peak of an incident joins
     # it as one more peak (echo spikes of a stale second moment, a too-high LR's recurring
@@ -128,6 +135,10 @@ class DetectConfig:
     # wrong on it about twice that, and a fine-tune starts near 1 or above; 30x is beyond any
     # batch of data, so the value itself was corrupted (features.transient_bad).
     absurd_loss_ratio: float = 30.0
+    # Next to such a value (or a non-finite one), a loss this many times its trend is one too:
+    # a writer averaging its logging window dilutes the bad step into it (x247 in a 14-step
+    # window logs x18); no text batch scores 10x the model's own loss and is gone a step later.
+    absurd_trend_ratio: float = 10.0
     # At most this many bad values within transient_span_steps (or 4 log intervals) that left
     # the loss around and between them on its trend are a transient fault (features.py).
     transient_max: int = 4

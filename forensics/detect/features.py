@@ -318,45 +318,58 @@ def _transient(inc: Incident, data: RunData, cfg: DetectConfig, initial: float |
     absurd_loss_ratio x the initial loss or more) the incident is made of, when they are
     1 to transient_max within a short span and every other logged loss of the incident and
     3 points on each side stays under the trend's spike band, back on the trend (or at the
-    level of the point before them) after: the
-    values were corrupted, not the model, which an applied NaN or absurd update would have
-    carried into every later loss. 0 otherwise. Only rises are tested: a non-finite loss
-    that HF's logging_nan_inf_filter replaced reads as a dip in its logging window."""
+    level of the point before them) after: the values were corrupted, not the model, which
+    an applied NaN or absurd update would have carried into every later loss. 0 otherwise.
+    Bad values just past the incident's end belong to the same burst. Beside a bad value, a
+    loss absurd_trend_ratio x the trend or more is one too: a writer that averages its
+    logging window (the HF Trainer, Megatron) dilutes the next bad step into it. Only rises
+    are tested: a non-finite loss that HF's logging_nan_inf_filter replaced reads as a dip."""
     st, v = data.loss.steps, data.loss.values
+    with np.errstate(invalid="ignore", over="ignore"):
+        sure = ~np.isfinite(v) | (v >= cfg.absurd_loss_ratio * initial if initial else False)
+        wild = sure | (v >= cfg.absurd_trend_ratio * np.exp(inc.trend.at(st)))
     kinds = ("nonfinite_loss", "nonfinite_grad", "absurd_grad")
     bad = {e.step for e in inc.events if e.kind in kinds}
-    with np.errstate(invalid="ignore"):
-        wild = ~np.isfinite(v) | (v >= cfg.absurd_loss_ratio * initial if initial else False)
-    bad |= {int(s) for s in st[wild & (st >= inc.onset_step) & (st <= inc.span_end)]}
+    bad |= {int(s) for s in st[sure & (st >= inc.onset_step) & (st <= inc.span_end)]}
+    if not bad:
+        return 0.0
+    for _ in range(cfg.transient_max):  # the burst: wild values next to it join it
+        i = int(np.searchsorted(st, min(*bad, inc.onset_step), side="left"))
+        j = int(np.searchsorted(st, max(*bad, inc.span_end), side="right"))
+        idx = np.arange(max(0, i - 3), min(len(st), j + 3))
+        more = {int(s) for s in st[idx][wild[idx]]} - bad
+        if not more:
+            break
+        bad |= more
     if not 1 <= len(bad) <= cfg.transient_max:
         return 0.0
     first, last = min(bad), max(bad)
     if last - first > max(cfg.transient_span_steps, 4 * data.interval):
         return 0.0
-    i = int(np.searchsorted(st, min(first, inc.onset_step), side="left"))
-    j = int(np.searchsorted(st, max(last, inc.span_end), side="right"))
-    if i == 0 or j >= len(st):
-        return 0.0
-    idx = np.arange(max(0, i - 3), min(len(st), j + 3))
-    if any(int(s) not in bad for s in st[idx][wild[idx]]):
-        return 0.0  # another wild value nearby: more than this incident's
-    idx = idx[~wild[idx]]
-    x = v[idx]
-    if not len(x) or not np.all(x > 0):
-        return 0.0
-    r = np.log(x) - inc.trend.at(st[idx])
-    after = r[st[idx] > last][:3]
-    before = r[st[idx] < first]
+    if i == 0 or j >= len(st) or more:
+        return 0.0  # at an end of the log, or wild values beyond transient_max reach
+    ok = ~np.isin(st[idx], list(bad))
+    return float(len(bad)) if _calm_around(inc, st[idx][ok], v[idx][ok], first, last, cfg) else 0.0
+
+
+def _calm_around(
+    inc: Incident, st: np.ndarray, v: np.ndarray, first: int, last: int, cfg: DetectConfig
+) -> bool:
+    """The losses around and between a burst of bad values (given without them) stay under
+    the spike band and come back to the trend after it."""
+    if not len(v) or not np.all(v > 0):
+        return False
+    r = np.log(v) - inc.trend.at(st)
+    after = r[st > last][:3]
+    before = r[st < first]
     thr = near_trend(inc.sigma, cfg)
-    calm = bool(np.all(r < spike_band(inc.sigma, cfg)))
-    if not calm or not len(after):
-        return 0.0
+    if not np.all(r < spike_band(inc.sigma, cfg)) or not len(after):
+        return False
     level = float(np.median(after))
     # back on the trend, or at the level of the point just before the bad values, where the
     # trend lags a step in the curve (an epoch boundary, an LR milestone): they did not move
     # the model
-    back = abs(level) < thr or (len(before) > 0 and abs(level - float(before[-1])) < thr)
-    return float(len(bad)) if back else 0.0
+    return abs(level) < thr or (len(before) > 0 and abs(level - float(before[-1])) < thr)
 
 
 def precursor_len(onset: int, cfg: DetectConfig) -> float:

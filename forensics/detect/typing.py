@@ -19,8 +19,9 @@
 
 The pre-spike trend is a straight line in (log step, log loss) — a local power law, the
 shape of a pre-training loss curve — fitted robustly (medians of two halves) on the history
-before the onset. Its slope is clamped to [-1, 0]: a loss that was rising before the spike
-must not make the spike look normal.
+before the onset, from the last step down in it (an epoch boundary, an LR milestone) on.
+Its slope is clamped to [-1, 0]: a loss that was rising before the spike must not make the
+spike look normal.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ def fit_trend(
         st, xs = st[keep], xs[keep]
     if len(xs) == 0:
         return Trend(float(x[min(hi, len(x) - 1)]) if len(x) else 0.0, 0.0, float(onset_step), 0)
+    trend = _two_halves(st, xs)
+    cut = _last_step_down(st, xs, trend, cfg)
+    return _two_halves(st[cut:], xs[cut:]) if cut else trend
+
+
+def _two_halves(st: np.ndarray, xs: np.ndarray) -> Trend:
     half = len(xs) // 2
     if half < 2:
         return Trend(float(np.median(xs)), 0.0, float(np.median(st)), len(xs))
@@ -80,6 +87,36 @@ def fit_trend(
     slope = (x2 - x1) / dt if dt > 1e-9 else 0.0
     ref = float(np.expm1(np.median(t2)))
     return Trend(x2, float(np.clip(slope, -1.0, 0.0)), ref, len(xs))
+
+
+STEP_POINTS = 5  # points on each side of a candidate step in _last_step_down
+
+
+def _last_step_down(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectConfig) -> int:
+    """Index just after a step down in the fitted history (0: none). An epoch boundary or an
+    LR milestone drops the loss by several percent within a few steps; a power law fitted
+    across the drop is steeper than the curve on either side, so extrapolated past the onset
+    it runs below the loss, and a spike's recovery (or a NaN's calm neighbours) reads as
+    lingering. The history from the step on is the curve the onset sits on. A step counts
+    when the median of the STEP_POINTS residuals before it exceeds that of the STEP_POINTS
+    after it by trend_step_min and 4 standard errors, held for trend_step_points points and
+    trend_step_hold steps up to the onset: a degenerate shard's collapse below the trend
+    also steps down, but the onset follows it closely (its damage, or its end)."""
+    k = STEP_POINTS
+    n = len(xs)
+    if n < k + cfg.trend_step_points:
+        return 0
+    r = xs - trend.at(st)
+    noise = float(np.median(np.abs(np.diff(xs) - np.median(np.diff(xs))))) * 1.4826 / np.sqrt(2)
+    bar = max(float(np.log1p(cfg.trend_step_min)), 4 * 1.2533 * noise * np.sqrt(2 / k))
+    med = np.median(np.lib.stride_tricks.sliding_window_view(r, k), axis=1)  # med[i]: r[i:i+k]
+    cuts = np.arange(k, n - cfg.trend_step_points + 1)
+    cuts = cuts[st[-1] - st[cuts] >= cfg.trend_step_hold]
+    if not len(cuts):
+        return 0
+    drop = med[cuts - k] - med[cuts]
+    best = int(np.argmax(drop))
+    return int(cuts[best]) if drop[best] >= bar else 0
 
 
 def forward_median(x: np.ndarray, k: int, min_samples: int = 1) -> np.ndarray:

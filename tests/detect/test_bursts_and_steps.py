@@ -1,0 +1,125 @@
+"""Corrupt values a log dilutes or spreads, and a trend that must not be fitted across a step.
+
+- A loop that logs the mean loss of its logging window (the HF Trainer and Megatron do)
+  dilutes a corrupt step into its window: a step at 150x the loss logs ~15x. Beside a value
+  no batch can score, such a point is part of the same burst, not a spike of its own.
+- The bad values of a burst can run past the incident the loss excursion made (NaNs after
+  the peak, the losses between them on trend): they are the same burst.
+- An epoch boundary or an LR milestone steps the loss down by several percent. A power law
+  fitted across the step runs below the loss after it, so a later fault's calm neighbours
+  looked like a lasting rise (lingering) and a recovered spike did not recover. The
+  pre-spike trend is fitted from the step on.
+
+Each run is written by torch's SummaryWriter, the run's config beside it as `args.json`."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from detect_helpers import stored_incidents
+
+from forensics.store import open_store
+
+pytest.importorskip("torch.utils.tensorboard")
+
+NAN = float("nan")
+
+
+def _features(tmp_path: Path) -> list[dict]:
+    """The stored features of each incident that stored_incidents analysed."""
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        rows = store.query("SELECT features FROM incidents ORDER BY incident_id").rows()
+    return [json.loads(f) for (f,) in rows]
+
+
+def _write(
+    folder: Path, seed: int, loss_at: Callable[[int, float], float], *, steps: int, every: int
+) -> Path:
+    """Per-step losses from a slow power law (x1.5% noise); the loop logs the mean of each
+    window of `every` steps at its last step, and a gradient norm at that step."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder.mkdir(parents=True)
+    args = {"lr": 3e-4, "warmup_steps": 100, "adam_beta2": 0.95, "bf16": True}
+    (folder / "args.json").write_text(json.dumps(args))
+    rng = np.random.default_rng(seed)
+    window: list[float] = []
+    with SummaryWriter(str(folder)) as w:
+        for step in range(1, steps + 1):
+            base = (2.4 + 6.0 * (step / 50 + 1) ** -0.6) * math.exp(rng.normal(0, 0.015))
+            window.append(loss_at(step, base))
+            if step % every == 0:
+                w.add_scalar("train/loss", float(np.mean(window)), step)
+                w.add_scalar("train/grad_norm", 0.6 * math.exp(rng.normal(0, 0.1)), step)
+                w.add_scalar("train/lr", 3e-4 * min(1.0, step / 100), step)
+                window = []
+    return folder
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_corrupt_step_diluted_into_the_next_logging_window_is_the_same_burst(
+    tmp_path: Path, seed: int
+) -> None:
+    """Steps 1203 (x2000) and 1215 (x150) are corrupt values; the windows ending at 1210 and
+    1220 log ~200x and ~16x the loss, the second under 30x the initial loss."""
+    bad = {1203: 2000.0, 1215: 150.0}
+    run = _write(tmp_path / "run", seed, lambda s, x: x * bad.get(s, 1.0), steps=2000, every=10)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["type"], i["cause"]) for i in found] == [
+        (1210, "recoverable", "hardware_fault")
+    ]
+    assert _features(tmp_path)[0]["transient_bad"] == 2
+
+
+def test_nan_values_past_the_excursion_belong_to_its_burst(tmp_path: Path) -> None:
+    """A loss of 1000x at 1616, NaN at 1618, 1622 and 1626, every other step on trend."""
+
+    def corrupt(s: int, x: float) -> float:
+        return x * 1000 if s == 1616 else NAN if s in (1618, 1622, 1626) else x
+
+    found = stored_incidents(_write(tmp_path / "run", 4, corrupt, steps=2500, every=1), tmp_path)
+    assert [(i["onset_step"] in (1616, 1618), i["cause"]) for i in found] == [
+        (True, "hardware_fault")
+    ]
+    assert _features(tmp_path)[0]["transient_bad"] == 4
+
+
+def _epochs(drop_at: int, fault: Callable[[int, float], float]) -> Callable[[int, float], float]:
+    """A fine-tune's loss that steps down 15% when epoch 2 starts (data seen before)."""
+    return lambda s, x: fault(s, x * (0.85 if s >= drop_at else 1.0))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_nan_after_an_epoch_step_is_a_transient_fault(tmp_path: Path, seed: int) -> None:
+    run = _write(
+        tmp_path / "run",
+        seed,
+        _epochs(1400, lambda s, x: NAN if s == 1800 else x),
+        steps=2300,
+        every=10,
+    )
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["type"], i["cause"]) for i in found] == [
+        (1800, "recoverable", "hardware_fault")
+    ]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_spike_after_an_epoch_step_that_came_back_is_recoverable(
+    tmp_path: Path, seed: int
+) -> None:
+    """+60% at 1800 decaying over ~20 steps, 400 steps after the step down."""
+
+    def spike(s: int, x: float) -> float:
+        return x * (1 + 0.6 * math.exp(-(s - 1800) / 20)) if s >= 1800 else x
+
+    found = stored_incidents(
+        _write(tmp_path / "run", seed, _epochs(1400, spike), steps=2400, every=5), tmp_path
+    )
+    assert [(abs(i["onset_step"] - 1800) <= 5, i["type"]) for i in found] == [(True, "recoverable")]
+    assert abs(_features(tmp_path)[0]["settle_excess"]) < 0.03
