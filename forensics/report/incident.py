@@ -2,8 +2,8 @@
 
 Nothing here decides anything: the recovery step, steps lost, restart checkpoint, grad-norm
 peak and LR phase are columns detect wrote (docs/definitions.md). What is read off the
-curves is only quoted (the value logged 500 steps after the peak, the first NaN step, the
-last logged value), never used to re-judge the incident.
+curves is only quoted (the median of the values logged from 500 steps after the peak, the
+first NaN step, the last logged value), never used to re-judge the incident.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import polars as pl
 
 from forensics.report import series
 from forensics.report.model import Incident
-from forensics.report.series import Point
+from forensics.report.series import Level, Point
 
 LATER_STEPS = 500  # "loss 500 steps later": the logbooks' yardstick for recovery
 
@@ -34,7 +34,7 @@ class Stretch:
 class Symptoms:
     pre: Point | None  # the detector's pre-spike trend value at the onset
     peak: Point
-    later: Point | None  # first logged value at or after peak + LATER_STEPS
+    later: Level | None  # the level logged from peak + LATER_STEPS on
     later_target: int
     grad_peak: Point | None  # the detector's grad-norm peak and its step
     grad_baseline: float | None  # the detector's pre-spike median grad norm
@@ -77,7 +77,7 @@ def symptoms(inc: Incident, frame: pl.DataFrame) -> Symptoms:
     return Symptoms(
         pre=_point(inc.onset_step, inc.pre_value),
         peak=peak,
-        later=series.first_at_or_after(frame, m, target),
+        later=series.level_from(frame, m, target),
         later_target=target,
         grad_peak=_point(grad_step, inc.grad_norm_peak),
         grad_baseline=inc.grad_norm_baseline,

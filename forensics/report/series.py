@@ -31,9 +31,30 @@ def column(frame: pl.DataFrame, metric: str) -> pl.DataFrame:
     return frame.select("step", pl.col(metric).alias("value")).drop_nulls("value")
 
 
-def first_at_or_after(frame: pl.DataFrame, metric: str, step: int) -> Point | None:
-    rows = column(frame, metric).filter(pl.col("step") >= step).head(1)
-    return Point(int(rows["step"][0]), float(rows["value"][0])) if rows.height else None
+LEVEL_POINTS = 9  # a level is a 9-point median, as the typing's return test (detection.md)
+
+
+@dataclass
+class Level:
+    """The median of the finite values among the `n` logged from step `first` to `last`."""
+
+    first: int
+    last: int
+    n: int
+    value: float  # NaN when none of them is finite
+
+
+def level_from(
+    frame: pl.DataFrame, metric: str, step: int, points: int = LEVEL_POINTS
+) -> Level | None:
+    """The level of the curve from `step` on: one logged value is one batch's noise (a
+    +15% point among values near the trend would read as a lasting rise)."""
+    rows = column(frame, metric).filter(pl.col("step") >= step).head(points)
+    if not rows.height:
+        return None
+    vals = rows.filter(pl.col("value").is_finite())["value"]
+    med = float(vals.median()) if vals.len() else float("nan")  # type: ignore[arg-type]
+    return Level(int(rows["step"][0]), int(rows["step"][-1]), rows.height, med)
 
 
 def last_before(frame: pl.DataFrame, metric: str, step: int) -> Point | None:

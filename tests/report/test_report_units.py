@@ -225,3 +225,22 @@ def test_a_metric_logged_in_another_form_is_not_asked_for() -> None:
     # cost section then asks for): the Mixtral golden values log iteration-time
     for timed in ("iter_time_s", "iter_time_ms"):
         assert "tokens_per_s" not in {name for name, _ in missing(rows("loss", timed), {}, kb)}
+
+
+def test_the_level_500_steps_later_is_a_median_not_one_noisy_point() -> None:
+    """ScaleUp1B's page quoted one point at x1.14 the trend while its neighbours were near
+    it; the level is the median of the 9 values logged from there (finite ones only)."""
+    import polars as pl
+
+    from forensics.report.series import level_from
+
+    steps = list(range(0, 200, 10))
+    loss = [2.7] * len(steps)
+    loss[10], loss[11] = 3.145, float("nan")  # steps 100 and 110
+    frame = pl.DataFrame({"step": steps, "loss": loss})
+    lv = level_from(frame, "loss", 95)
+    assert lv is not None
+    assert (lv.first, lv.last, lv.n, lv.value) == (100, 180, 9, 2.7)
+    end = level_from(frame, "loss", 190)
+    assert end is not None and (end.first, end.n, end.value) == (190, 1, 2.7)
+    assert level_from(frame, "loss", 500) is None
