@@ -234,6 +234,21 @@ def test_optimizer_settings_come_from_training_args(analysis: dict[str, Any]) ->
     assert "fp16" not in cfg and "bf16" not in cfg  # both false: the precision is not claimed
 
 
+def test_the_vocab_size_comes_from_a_checkpoints_model_config(
+    hf_run: dict[str, Any], analysis: dict[str, Any]
+) -> None:
+    """The output dir has no model config.json (no final save_model), each checkpoint-N/
+    has one: its vocab_size gives ln V (the random-token level the cause rules compare a
+    spike's loss with); its dtype is the weights', not the run's precision."""
+    from hf_run import _vocab
+
+    assert not (hf_run["out"] / "config.json").exists()
+    with open_store(analysis["db"], read_only=True) as store:
+        cfg = store.run_config(store.query("SELECT run_id FROM runs").item())
+    assert cfg["vocab_size"] == len(_vocab())
+    assert "precision" not in cfg
+
+
 def test_unreadable_training_args_is_a_warning(hf_run: dict[str, Any], tmp_path: Path) -> None:
     from forensics.ingest import ingest
 

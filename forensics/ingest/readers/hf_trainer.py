@@ -20,7 +20,9 @@ warning of the source.
 
 Config: the state's own fields (max_steps, train_batch_size, logging_steps, ...) plus a
 sibling `config.json` / `training_args.json` when present (`training_args.bin` is a
-pickle and is not loaded).
+pickle and is not loaded). An output dir without the model's `config.json` (no final
+`save_model`) still has one in each `checkpoint-N/`: its `vocab_size` is taken from the
+newest, the only model setting the detector reads (ln V, the loss of random tokens).
 """
 
 from __future__ import annotations
@@ -163,8 +165,24 @@ def _entry_rows(
     return rows
 
 
+def _checkpoint_vocab(folder: Path) -> dict[str, Any]:
+    """vocab_size from the model config of the newest `checkpoint-N/` in `folder`."""
+    numbered = [(int(d.name[11:]), d) for d in folder.glob("checkpoint-*") if d.name[11:].isdigit()]
+    for _, ckpt in sorted(numbered, reverse=True):
+        model = ckpt / "config.json"
+        if is_config_file(model):
+            try:
+                vocab = load_config(model).get("vocab_size")
+            except InputError:  # a side lookup: a damaged model config only loses ln V
+                return {}
+            return {"vocab_size": vocab} if vocab else {}
+    return {}
+
+
 def _config(path: Path, state: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
+    if not is_config_file(path.parent / "config.json"):
+        merged.update(_checkpoint_vocab(path.parent))
     for name in _SIBLING_CONFIGS:
         sibling = path.parent / name
         if is_config_file(sibling):
