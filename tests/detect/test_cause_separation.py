@@ -45,9 +45,12 @@ def _write(
     *,
     grad: bool = True,
     lr: bool = True,
+    every: int = 1,
+    scale: bool = False,
 ) -> Path:
-    """A pre-training run from ~10.8 nats, logged every step; `shape(step, loss)` returns the
-    (loss, gradient-norm factor) at a step."""
+    """A pre-training run from ~10.8 nats, logged every `every` steps (with the loss scale,
+    steady at 65536, when `scale`); `shape(step, loss)` returns the (loss, gradient-norm
+    factor) at a step."""
     from torch.utils.tensorboard import SummaryWriter
 
     rng = np.random.default_rng(0)
@@ -55,9 +58,14 @@ def _write(
         for step in range(1, N + 1):
             base = (2.2 + 8.6 * (1 + step / 80) ** -0.6) * math.exp(rng.normal(0, 0.01))
             loss, gmul = shape(step, base)
+            g = 0.4 * gmul * math.exp(rng.normal(0, 0.05))
+            if step % every:
+                continue
             w.add_scalar("train/loss", loss, step)
             if grad:
-                w.add_scalar("train/grad_norm", 0.4 * gmul * math.exp(rng.normal(0, 0.05)), step)
+                w.add_scalar("train/grad_norm", g, step)
+            if scale:
+                w.add_scalar("train/loss_scale", 65536.0, step)
             if lr:
                 w.add_scalar("train/learning_rate", _lr(step), step)
     args = {"learning_rate": PEAK_LR, "warmup_steps": WARM, "max_steps": N,
@@ -100,6 +108,28 @@ def test_without_a_gradient_norm_stale_beta2_is_named_only_when_the_rest_is_refu
         assert status == "not_evaluable" and "grad_norm" in needs
     else:
         assert status == "supported"
+
+
+@pytest.mark.parametrize(("scale", "cause"), [(False, "unknown"), (True, "stale_beta2")])
+def test_a_gradient_norm_that_missed_the_jump_names_stale_beta2_in_fp16_only_beside_the_scale(
+    tmp_path: Path, scale: bool, cause: str
+) -> None:
+    """Every 10 steps logged: the gradient norm misses the jump at 2001; the run is fp16.
+    Without the loss scale an overflow cascade would look the same: left open. With the
+    scale logged and steady, no cascade happened."""
+
+    def late_jump(step: int, loss: float) -> tuple[float, float]:
+        k = 0.0  # +40% decaying over ~60 steps, an echo at 2061: slow, as stale beta2's are
+        if step >= 2001:
+            k += 0.4 * math.exp(-(step - 2001) / 60)
+        if step >= 2061:
+            k += 0.3 * math.exp(-(step - 2061) / 20)
+        return loss * math.exp(k), (15.0 if step == 2001 else 1.0)
+
+    config = {"adam_beta2": 0.999, "fp16": True}
+    run = _write(tmp_path / "run", late_jump, config, every=10, scale=scale)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["onset_step"], i["cause"]) for i in found] == [(2010, cause)]
 
 
 def test_a_rare_token_batch_in_a_beta2_0999_run_back_at_once_is_named(tmp_path: Path) -> None:
