@@ -445,7 +445,45 @@ def _skipped_near_miss(c: ev.Cluster, data: RunData) -> NearMiss:
 def near_misses(
     data: RunData, sc: Screen, incidents: list[Incident], start: int, cfg: DetectConfig
 ) -> list[NearMiss]:
-    """Gradient spikes the loss did not follow (clipping absorbed them)."""
+    """Gradient spikes the loss did not follow (clipping absorbed them), and loss points of
+    a spike's size under the noise bar (loss_near_misses)."""
+    return _loss_near_misses(sc, data, incidents, cfg) + _grad_near_misses(
+        data, sc, incidents, start, cfg
+    )
+
+
+NEAR_BAR = 0.75  # a loss point within this share of the spike bar came close to it
+
+
+def _loss_near_misses(
+    sc: Screen, data: RunData, incidents: list[Incident], cfg: DetectConfig
+) -> list[NearMiss]:
+    """Screened loss points a spike's size above the trend (rise_min) that the point test
+    left just under its noise bar (NEAR_BAR of it or more), outside every incident: a reader
+    who sees one in a figure (a +47% point just after a recovery) learns why it is not an
+    incident. Points further under the bar are the log's ordinary noise."""
+    if not sc.log_space or sc.z_need is None:
+        return []
+    z = sc.resid / sc.sigma
+    close = (sc.resid >= cfg.rise_min) & (z >= NEAR_BAR * sc.z_need)
+    idx = np.flatnonzero(np.nan_to_num(close, nan=False) & ~sc.flagged)
+    out = []
+    for i in idx[idx >= sc.burn_in]:
+        step = int(sc.steps[i])
+        if any(inc.onset_step <= step <= inc.span_end for inc in incidents):
+            continue
+        detail = (
+            f"loss {np.expm1(sc.resid[i]):+.0%} over the median of the points before it at "
+            f"{z[i]:.1f}σ of this log's noise, under the {sc.z_need[i]:.0f}σ bar for a spike"
+        )
+        value, base = float(np.exp(sc.x[i])), float(np.exp(sc.trend[i]))
+        out.append(NearMiss(step, data.loss_name, value, base, value / base, detail))
+    return out
+
+
+def _grad_near_misses(
+    data: RunData, sc: Screen, incidents: list[Incident], start: int, cfg: DetectConfig
+) -> list[NearMiss]:
     if not data.has("grad_norm"):
         return []
     g = data.aux["grad_norm"]

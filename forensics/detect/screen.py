@@ -40,6 +40,7 @@ class Screen:
     low: np.ndarray  # bool: far below the trend (>= rise_min and z_min sigmas): kept out of it
     log_space: bool = True
     both_sides_from: int | None = None  # first start-up index the both-sides test judged
+    z_need: np.ndarray | None = None  # sigmas the point test asked for at each point
 
     def best_before(self, step: int) -> float | None:
         """Lowest trend level after start-up and before `step` (log units), if any."""
@@ -190,8 +191,9 @@ def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> S
         flagged[:end] |= jump
         sharp[:end] |= jump
     return Screen(
-        steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space, both_from
-    )
+        steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space, both_from,
+        z_need,
+    )  # fmt: skip
 
 
 def lag_end(x: np.ndarray, trend: np.ndarray, start: int, cfg: DetectConfig) -> int:

@@ -73,6 +73,7 @@ class IncidentView:
     inconclusive: list[str]  # titles of the causes replay tested without a verdict
     unscreened: str | None  # screen_coverage note when the incident lies in or near it
     figure_names: dict[str, str] = field(default_factory=dict)
+    near: list[NearMiss] = field(default_factory=list)  # detect's, of its metric, in its window
 
     @property
     def other_runs(self) -> list[str]:
@@ -157,6 +158,9 @@ def build_report(
         _view(i, facts[i.incident_id], frame, kb, env, opts, screen, writer, config) for i in incs
     ]
     near = model.load_near_misses(store, run_id)
+    for v in views:
+        lo, hi = v.facts.window
+        v.near = [m for m in near if m.metric == v.inc.metric and lo <= m.step <= hi]
     sources = [
         {**src, "path": display_path(src["path"]), "warnings": _local(src["warnings"])}
         for src in model.load_sources(store, run_id)
