@@ -464,8 +464,9 @@ def _loss_near_misses(
     incident. Points further under the bar are the log's ordinary noise."""
     if not sc.log_space or sc.z_need is None:
         return []
-    z = sc.resid / sc.sigma
-    close = (sc.resid >= cfg.rise_min) & (z >= NEAR_BAR * sc.z_need)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = sc.resid / sc.sigma
+        close = (sc.resid >= cfg.rise_min) & (z >= NEAR_BAR * sc.z_need)
     idx = np.flatnonzero(np.nan_to_num(close, nan=False) & ~sc.flagged)
     out = []
     for i in idx[idx >= sc.burn_in]:

@@ -107,11 +107,12 @@ def _last_step_down(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectCon
     if n < k + cfg.trend_step_points:
         return 0
     r = xs - trend.at(st)
-    noise = float(np.median(np.abs(np.diff(xs) - np.median(np.diff(xs))))) * 1.4826 / np.sqrt(2)
+    d = np.diff(xs)
+    noise = float(np.median(np.abs(d - np.median(d)))) * 1.4826 / np.sqrt(2)
     bar = max(float(np.log1p(cfg.trend_step_min)), 4 * 1.2533 * noise * np.sqrt(2 / k))
     med = np.median(np.lib.stride_tricks.sliding_window_view(r, k), axis=1)  # med[i]: r[i:i+k]
     cuts = np.arange(k, n - cfg.trend_step_points + 1)
-    cuts = cuts[st[-1] - st[cuts] >= cfg.trend_step_hold]
+    cuts = cuts[(st[-1] - st[cuts] >= cfg.trend_step_hold) & (cuts <= len(med) - 1)]
     if not len(cuts):
         return 0
     drop = med[cuts - k] - med[cuts]

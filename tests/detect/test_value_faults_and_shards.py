@@ -33,13 +33,15 @@ STEPS, VOCAB = 1500, 50257
 Edit = Callable[[int, float, float], tuple[float, float]]
 
 
-def _write(folder: Path, seed: int, edit: Edit, precision: str = "bf16") -> Path:
+def _write(folder: Path, seed: int, edit: Edit, precision: str | None = "bf16") -> Path:
     """A pre-training run past its start-up, every step logged; `edit(step, loss, grad)`
-    returns the values to log at that step."""
+    returns the values to log at that step. `precision` None: the config does not say."""
     from torch.utils.tensorboard import SummaryWriter
 
     folder.mkdir(parents=True)
-    args = {"lr": 3e-4, "warmup_steps": 100, "adam_beta2": 0.95, precision: True}
+    args: dict = {"lr": 3e-4, "warmup_steps": 100, "adam_beta2": 0.95}
+    if precision:
+        args[precision] = True
     (folder / "args.json").write_text(json.dumps(args))
     rng = np.random.default_rng(seed)
     with SummaryWriter(str(folder)) as w:
@@ -108,6 +110,14 @@ def test_inf_grad_norms_before_a_spike_in_an_fp16_run_are_overflows(
     assert [(abs(i["onset_step"] - 900) <= 5, i["cause"]) for i in found] == [
         (True, "fp16_overflow")
     ]
+
+
+def test_skipped_steps_before_a_spike_are_no_batchs_gradient(tmp_path: Path) -> None:
+    """The config does not state the precision: the inf gradient norms (the loss finite) are
+    skipped steps, not the finite gradient jump of a rare-token batch; the cause stays open
+    (fp16 overflow is not claimed either: the run is not known to be fp16)."""
+    found = stored_incidents(_write(tmp_path / "run", 1, _overflow_then_spike, None), tmp_path)
+    assert [(abs(i["onset_step"] - 900) <= 5, i["cause"]) for i in found] == [(True, "unknown")]
 
 
 def test_the_same_log_from_a_bf16_run_is_not_an_overflow(tmp_path: Path) -> None:
