@@ -462,7 +462,7 @@ def _loss_near_misses(
     left just under its noise bar (NEAR_BAR of it or more), outside every incident: a reader
     who sees one in a figure (a +47% point just after a recovery) learns why it is not an
     incident. Points further under the bar are the log's ordinary noise."""
-    if not sc.log_space or sc.z_need is None:
+    if not sc.log_space:
         return []
     with np.errstate(divide="ignore", invalid="ignore"):
         z = sc.resid / sc.sigma

@@ -38,9 +38,9 @@ class Screen:
     flagged: np.ndarray  # bool: candidate points
     sharp: np.ndarray  # bool: flagged by the point test (a jump), not only by the slow test
     low: np.ndarray  # bool: far below the trend (>= rise_min and z_min sigmas): kept out of it
+    z_need: np.ndarray  # sigmas the point test asked for at each point
     log_space: bool = True
     both_sides_from: int | None = None  # first start-up index the both-sides test judged
-    z_need: np.ndarray | None = None  # sigmas the point test asked for at each point
 
     def best_before(self, step: int) -> float | None:
         """Lowest trend level after start-up and before `step` (log units), if any."""
@@ -191,8 +191,8 @@ def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> S
         flagged[:end] |= jump
         sharp[:end] |= jump
     return Screen(
-        steps, x, trend, resid, sigma, level, start, flagged, sharp, low, log_space, both_from,
-        z_need,
+        steps, x, trend, resid, sigma, level, start, flagged, sharp, low, z_need, log_space,
+        both_from,
     )  # fmt: skip
 
 

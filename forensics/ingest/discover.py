@@ -30,7 +30,6 @@ the ingest stores that instead of reading the file a second time.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING
 from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult
+from forensics.ingest.checkpoints import HF_CHECKPOINT_DIR
 from forensics.ingest.readers import mlflow
 from forensics.lazy import lazy_module
 from forensics.store.blocks import value_column
@@ -53,7 +53,6 @@ else:
 GENERIC_STEMS = {"metrics", "log", "main", "train", "trainer_state", "events", "history", "stdout"}
 RECORDER_DIR = "forensics"  # written by our live-run recorder inside a run folder
 HF_STATE = "trainer_state.json"
-_CHECKPOINT_N = re.compile(r"^checkpoint-(\d+)$")
 SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", "plots", "figures"}
 MAX_DEPTH = 4
 
@@ -314,7 +313,8 @@ def _home(path: Path) -> Path:
     """The folder a source speaks for (a `forensics/` recorder folder, or an HF checkpoint's
     trainer_state.json read for its run, speaks for its parent)."""
     folder = path.parent
-    if folder.name == RECORDER_DIR or (path.name == HF_STATE and _CHECKPOINT_N.match(folder.name)):
+    in_checkpoint = path.name == HF_STATE and HF_CHECKPOINT_DIR.match(folder.name)
+    if folder.name == RECORDER_DIR or in_checkpoint:
         folder = folder.parent
     return folder
 
@@ -326,7 +326,7 @@ def checkpoint_histories(found: list[Source], classify: Classify) -> tuple[list[
     own = {s.path.parent for s in found if s.kind == "metrics" and s.path.name == HF_STATE}
     latest: dict[Path, tuple[int, Path]] = {}
     for s in found:
-        m = _CHECKPOINT_N.match(s.path.name)
+        m = HF_CHECKPOINT_DIR.match(s.path.name)
         if s.kind != "checkpoint" or m is None or not (s.path / HF_STATE).is_file():
             continue
         n, parent = int(m.group(1)), s.path.parent

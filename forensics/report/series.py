@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from forensics.detect.config import DetectConfig
+
 RECOVERY_SMOOTH = 5  # logged points in the rolling median that decides "back on track"
 RECOVERY_TOL = 0.02  # relative slack above the pre-spike level that still counts as recovered
 BASELINE_POINTS = 10  # logged points before onset that define the pre-spike level and noise
@@ -31,7 +33,8 @@ def column(frame: pl.DataFrame, metric: str) -> pl.DataFrame:
     return frame.select("step", pl.col(metric).alias("value")).drop_nulls("value")
 
 
-LEVEL_POINTS = 9  # a level is a 9-point median, as the typing's return test (detection.md)
+# a level is the median the typing's return test reads (detection.md, Types)
+LEVEL_POINTS = DetectConfig.smooth_points
 
 
 @dataclass

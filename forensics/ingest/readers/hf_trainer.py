@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
+from forensics.ingest.checkpoints import HF_CHECKPOINT_DIR
 from forensics.ingest.config import is_config_file, load_config, normalise_config
 from forensics.ingest.jsonfile import read_json_object
 from forensics.lazy import lazy_module
@@ -167,8 +168,8 @@ def _entry_rows(
 
 def _checkpoint_vocab(folder: Path) -> dict[str, Any]:
     """vocab_size from the model config of the newest `checkpoint-N/` in `folder`."""
-    numbered = [(int(d.name[11:]), d) for d in folder.glob("checkpoint-*") if d.name[11:].isdigit()]
-    for _, ckpt in sorted(numbered, reverse=True):
+    matches = ((HF_CHECKPOINT_DIR.match(d.name), d) for d in folder.glob("checkpoint-*"))
+    for _, ckpt in sorted(((int(m.group(1)), d) for m, d in matches if m), reverse=True):
         model = ckpt / "config.json"
         if is_config_file(model):
             try:
