@@ -163,6 +163,20 @@ class DetectConfig:
     # Points before the onset (up to the highest peak) searched for the abnormal batch of a
     # data-corruption incident.
     dip_lookback_points: int = 3
+    # The loss of uniform guessing (random tokens), ln V: vocab_size from the config, else
+    # the larger of the run's initial loss (a model trained from scratch starts at ln V) and
+    # ln(min_vocab_size): common LLM tokenizers have 30k (BERT 30,522; Llama 32,000) to 256k
+    # entries, and a fine-tune starts far below their level, so its initial loss is no such
+    # level (features.uniform_source says which).
+    min_vocab_size: int = 32000
+    # A peak within this band of that loss and at least random_level_rise above its trend
+    # (2x) is at the level of random tokens (features.random_level): a batch the model
+    # cannot predict at all. A rare-token batch scores far below it late in a run (its
+    # tokens are a small share of the batch) or far above it (a band the model learned to
+    # rule out is confidently wrong); a loss already near it is early training.
+    random_level_low: float = 0.8
+    random_level_high: float = 1.2
+    random_level_rise: float = 1.0
     # --- classification (classify.py) ---------------------------------------------------
     # Below this confidence the cause is `unknown` and the rule is listed as a hypothesis.
     min_confidence: float = 0.5

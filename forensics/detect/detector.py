@@ -659,7 +659,7 @@ def _explain(
     attempts: list[recurrence.RunSpikes],
 ) -> None:
     peaks = [s for i in incidents for s, _ in i.peaks if i.origin == "loss"]
-    ctx = run_context(data, peaks, sc.log_space)
+    ctx = run_context(data, peaks, sc.log_space, cfg)
     have = data.evidence_sources()
     tps = recurrence.tokens_per_step(data.config)
     for n, inc in enumerate(incidents):  # in onset order: a feature reads earlier causes

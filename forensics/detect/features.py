@@ -29,6 +29,7 @@ class RunContext:
 
     initial_loss: float | None
     uniform_loss: float | None  # ln(vocab size): the loss of uniform predictions, in nats
+    uniform_source: str | None  # "config" (vocab_size) or "estimate" (DetectConfig)
     peak_lr: float | None
     warmup_end: float | None
     excursion_steps: np.ndarray  # peak step of every loss excursion of the run
@@ -36,15 +37,30 @@ class RunContext:
     log_space: bool  # the screen's space: log loss, unless some loss is <= 0
 
 
-def run_context(data: RunData, excursion_steps: list[int], log_space: bool) -> RunContext:
+def run_context(
+    data: RunData, excursion_steps: list[int], log_space: bool, cfg: DetectConfig
+) -> RunContext:
     """`log_space`: the screen's (Screen.log_space), which the incidents' trends are in."""
     fin = data.loss.values[np.isfinite(data.loss.values)]
     initial = float(np.median(fin[:5])) if len(fin) else None
     peak_lr, warm = _schedule(data)
     steps = np.asarray(sorted(excursion_steps))
+    uniform, source = _uniform_loss(data, initial, cfg)
+    return RunContext(initial, uniform, source, peak_lr, warm, steps, data.interval, log_space)
+
+
+def _uniform_loss(
+    data: RunData, initial: float | None, cfg: DetectConfig
+) -> tuple[float | None, str | None]:
+    """ln V, and where it came from. Without vocab_size a page still has to tell a batch of
+    random tokens (at ln V) from a rare-token one: the run's initial loss is ln V when it
+    trained from scratch, and no common tokenizer puts ln V below ln(min_vocab_size)."""
     vocab = number(data.config.get("vocab_size"))
-    uniform = float(np.log(vocab)) if vocab and vocab >= 2 else None
-    return RunContext(initial, uniform, peak_lr, warm, steps, data.interval, log_space)
+    if vocab and vocab >= 2:
+        return float(np.log(vocab)), "config"
+    if initial is None or not np.isfinite(initial) or initial <= 0:
+        return None, None
+    return max(initial, float(np.log(cfg.min_vocab_size))), "estimate"
 
 
 def _schedule(data: RunData) -> tuple[float | None, float | None]:
@@ -167,6 +183,8 @@ def _loss_shape(
         "first_echo_gap": float(peaks[1] - peaks[0]) if len(peaks) > 1 else None,
         "peak_vs_initial": _ratio(inc.peak_value, ctx.initial_loss),
         "peak_vs_uniform": _ratio(inc.peak_value, ctx.uniform_loss),
+        "uniform_loss": ctx.uniform_loss,
+        "uniform_source": ctx.uniform_source,
         "settle_excess": inc.shape.settle_excess,
         "recovery_steps": (
             float(inc.end_step - inc.last_peak_step) if inc.end_step is not None else None
@@ -177,6 +195,7 @@ def _loss_shape(
         "origin": inc.origin,
         "log_interval": ctx.interval,
     }
+    f["random_level"] = _random_level(f, cfg)
     f.update(_dip_and_jump(inc, data, cfg))
     f.update(_plateau(inc, data))
     f["recurrence"] = float(
@@ -187,6 +206,15 @@ def _loss_shape(
     f["isolated_nonfinite"] = _isolated(inc, data, cfg)
     f["transient_bad"] = _transient(inc, data, cfg, ctx.initial_loss)
     return f
+
+
+def _random_level(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None:
+    """1 when the peak sits at the loss of random tokens, far above its trend (config)."""
+    u, rise = f["peak_vs_uniform"], f["rise"]
+    if not isinstance(u, float) or not isinstance(rise, float):
+        return None
+    band = cfg.random_level_low <= u <= cfg.random_level_high
+    return float(band and rise >= cfg.random_level_rise)
 
 
 def _rise(inc: Incident, log_space: bool) -> float | None:

@@ -37,9 +37,15 @@ FEATURES: dict[str, str] = {
     "rise, or down from it to under 25%, whichever is more (None when it never came back)",
     "peak_vs_initial": "peak loss / the run's initial loss (median of the first 5 points); "
     "about 1 for a batch the model cannot predict at all",
-    "peak_vs_uniform": "peak loss / ln(vocab_size from the config), the loss of uniform "
-    "predictions: 0.5 or more for a batch the model cannot predict at all (a fine-tune "
-    "starts far below it, so its initial loss is no such level)",
+    "peak_vs_uniform": "peak loss / ln V, the loss of uniform predictions: ln(vocab_size) "
+    "from the config, else the larger of the run's initial loss and ln(min_vocab_size) "
+    "(32000: a fine-tune starts far below any common tokenizer's ln V, so its initial loss "
+    "is no such level); 0.5 or more for a batch the model cannot predict at all",
+    "uniform_loss": "that ln V, in nats",
+    "uniform_source": "where that ln V comes from: config (vocab_size) or estimate (the "
+    "initial loss or ln 32000)",
+    "random_level": "1 when the peak is at the loss of random tokens: 0.8-1.2 x ln V and at "
+    "least 2x its trend (rise >= 1); 0 otherwise, None when ln V is not known",
     "settle_excess": "loss level after the spike / extrapolated trend - 1: at recovery for a "
     "recoverable incident, the settled level otherwise",
     "recovery_steps": "steps from the last peak to recovery (None when not recovered)",

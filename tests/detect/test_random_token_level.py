@@ -4,8 +4,12 @@ initial loss is not that level.
 The garbage and shard rules read "near random tokens" as near the run's initial loss, which
 holds for pre-training from scratch (it starts at ln V). A fine-tune starts at ~2.2 nats:
 a rare-token batch that lifts it back there was named corrupt data at 85%. With the vocab
-size in the config, `peak_vs_uniform` (peak / ln V) tells the two apart. Logs are written by
-torch's SummaryWriter, the config as a Hugging Face model config.json."""
+size in the config, `peak_vs_uniform` (peak / ln V) tells the two apart; without it, ln V is
+estimated as the larger of the initial loss and ln 32000 (no common LLM tokenizer is
+smaller), so a fine-tune's initial level is still no garbage, and a batch at ln V is, even
+when the next step is back on its trend (data-corruption-random-level), unless its gradient
+jumped 15x or more (a few rare ids' rows). Logs are written by torch's SummaryWriter, the
+config as a Hugging Face model config.json."""
 
 from __future__ import annotations
 
@@ -17,13 +21,23 @@ import numpy as np
 import pytest
 from detect_helpers import stored_incidents
 
+from forensics.report import write_report
+from forensics.store import open_store
+
 pytest.importorskip("torch.utils.tensorboard")
 
 
-def _write(folder: Path, *, vocab: int | None, garbage: bool = False) -> Path:
+def _write(
+    folder: Path,
+    *,
+    vocab: int | None,
+    level: float | None = None,
+    jump: float = 13.0,
+    after: float = 1.12,
+) -> Path:
     """A fine-tune logged every step: 2.2 -> 1.8 nats; at step 600 one batch lifts the loss
-    back to its initial level (or, `garbage`, to ln V) and the gradient 13x; the next step
-    is still 12% up."""
+    back to its initial level (or to `level`) and the gradient `jump` x; the next step is
+    `after` x its trend."""
     from torch.utils.tensorboard import SummaryWriter
 
     rng = np.random.default_rng(0)
@@ -32,9 +46,9 @@ def _write(folder: Path, *, vocab: int | None, garbage: bool = False) -> Path:
             loss = (1.8 + 0.4 * math.exp(-step / 300)) * math.exp(rng.normal(0, 0.01))
             grad = 0.5 * math.exp(rng.normal(0, 0.05))
             if step == 600:
-                loss, grad = (math.log(vocab or 50257) * 1.1 if garbage else 2.2), grad * 13
+                loss, grad = (level or 2.2), grad * jump
             elif step == 601:
-                loss *= 1.12
+                loss *= after
             w.add_scalar("train/loss", loss, step)
             w.add_scalar("train/grad_norm", grad, step)
             w.add_scalar("train/learning_rate", 2e-5, step)
@@ -45,6 +59,12 @@ def _write(folder: Path, *, vocab: int | None, garbage: bool = False) -> Path:
     return folder
 
 
+def _features(tmp_path: Path, step: int) -> dict:
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        rows = store.query("SELECT features FROM incidents WHERE peak_step = ?", [step]).rows()
+    return json.loads(rows[0][0])
+
+
 def test_a_rare_token_batch_back_at_a_fine_tunes_initial_loss_is_no_garbage(
     tmp_path: Path,
 ) -> None:
@@ -52,12 +72,53 @@ def test_a_rare_token_batch_back_at_a_fine_tunes_initial_loss_is_no_garbage(
     assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "rare_tokens")]
 
 
-def test_without_the_vocab_size_the_initial_loss_stands_in(tmp_path: Path) -> None:
-    """What the log alone says (the behaviour before the vocab size was read)."""
+def test_without_the_vocab_size_a_fine_tunes_initial_level_is_still_no_garbage(
+    tmp_path: Path,
+) -> None:
+    """ln 32000 stands in for ln V: 2.2 nats is 0.21 of it (the initial loss used to)."""
     found = stored_incidents(_write(tmp_path / "run", vocab=None), tmp_path)
-    assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "data_corruption")]
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "rare_tokens")]
+    f = _features(tmp_path, 600)
+    assert f["uniform_source"] == "estimate"
+    assert f["peak_vs_uniform"] == pytest.approx(2.2 / math.log(32000), rel=0.02)
 
 
 def test_a_batch_at_the_random_token_level_stays_garbage(tmp_path: Path) -> None:
-    found = stored_incidents(_write(tmp_path / "run", vocab=128256, garbage=True), tmp_path)
+    level = math.log(128256) * 1.1
+    found = stored_incidents(_write(tmp_path / "run", vocab=128256, level=level), tmp_path)
     assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "data_corruption")]
+
+
+@pytest.mark.parametrize("vocab", [None, 50257])
+def test_one_batch_at_ln_v_back_on_trend_at_once_is_garbage(
+    tmp_path: Path, vocab: int | None
+) -> None:
+    """No damage after it (the garbage rule's evidence): the level alone says random tokens,
+    with the vocab size or without it (ln 32000 = 10.37; the batch scores 10.6)."""
+    run = _write(tmp_path / "run", vocab=vocab, level=10.6, jump=6.0, after=1.0)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "data_corruption")]
+    f = _features(tmp_path, 600)
+    assert (f["random_level"], f["uniform_source"]) == (1.0, "config" if vocab else "estimate")
+    assert f["uniform_loss"] == pytest.approx(math.log(vocab or 32000))
+    with open_store(tmp_path / "detect.duckdb") as store:
+        run_id = store.query("SELECT run_id FROM runs").item()
+        write_report(store, run_id, tmp_path / "report", png=False, min_severity="minor")
+    page = (tmp_path / "report" / "postmortems" / "spike-01.md").read_text()
+    said = f"That is {f['peak_vs_uniform']:.4g} × the loss of guessing uniformly over the "
+    said += f"vocabulary, ln V = {f['uniform_loss']:.4g} nats ("
+    assert said in page
+    assert ("vocab_size from the config" if vocab else "the config gives no vocab_size") in page
+
+
+def test_at_ln_v_a_gradient_piled_onto_a_few_rows_is_rare_tokens(tmp_path: Path) -> None:
+    run = _write(tmp_path / "run", vocab=None, level=10.6, jump=40.0, after=1.0)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "rare_tokens")]
+
+
+def test_a_rare_token_batch_far_below_ln_v_is_not_garbage(tmp_path: Path) -> None:
+    """Twice the trend (3.8 nats), back at once, the vocab unknown: no random-token level."""
+    run = _write(tmp_path / "run", vocab=None, level=3.8, jump=6.0, after=1.0)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "rare_tokens")]
