@@ -264,12 +264,18 @@ def _pre_dip(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Featu
 
 
 PLATEAU_HIGH, PLATEAU_LOW = 0.85, 0.25  # shares of the peak's rise (log) for _plateau
+# A flat top is entered and left within PLATEAU_EDGES logged points, or held for
+# PLATEAU_HELD points and left by a step of PLATEAU_EXIT of the rise in one point: the bad
+# batches ended while the damage they did decays (a damaged model's own top decays by under
+# a quarter of its rise per point; over a coarse log interval a two-point top can lose more).
+PLATEAU_EDGES, PLATEAU_HELD, PLATEAU_EXIT = 2, 3, 0.3
 
 
 def _plateau(inc: Incident, data: RunData) -> dict[str, FeatureValue]:
-    """plateau_points, plateau_edges: a one-peak rise that holds a flat top (>= 85% of its
-    height, log) for plateau_points consecutive logged points, entered from under 25% and
-    left to under 25% within plateau_edges points each way. A loss that steps up to a
+    """plateau_points, plateau_edges, plateau_exit, flat_top: a one-peak rise that holds a
+    flat top (>= 85% of its height, log) for plateau_points consecutive logged points,
+    entered from under 25% and left to under 25% within plateau_edges points each way, and
+    plateau_exit of the rise lost at the first point after it. A loss that steps up to a
     level, holds it and steps back down is the batches' own loss while they lasted (a shard
     the model cannot predict); a damaged model climbs and decays over many steps instead,
     and a decay sampled every few steps can put two points near 60% but not two near the
@@ -290,10 +296,17 @@ def _plateau(inc: Incident, data: RunData) -> dict[str, FeatureValue]:
     k = int(np.argmin(high[f:])) if not high[f:].all() else len(high) - f
     before = np.flatnonzero(r[:f] < PLATEAU_LOW)
     after = np.flatnonzero(r[f + k :] < PLATEAU_LOW)
-    if not len(before) or not len(after):
-        return {"plateau_points": float(k)}
-    edges = max(f - int(before[-1]), int(after[0]) + 1)
-    return {"plateau_points": float(k), "plateau_edges": float(edges)}
+    out: dict[str, FeatureValue] = {"plateau_points": float(k)}
+    exit_drop = float(r[f + k - 1] - r[f + k]) if f + k < len(r) else None
+    edges = max(f - int(before[-1]), int(after[0]) + 1) if len(before) and len(after) else None
+    if exit_drop is not None:
+        out["plateau_exit"] = exit_drop
+    if edges is not None:
+        out["plateau_edges"] = float(edges)
+    stepped = k >= 2 and edges is not None and edges <= PLATEAU_EDGES
+    held = k >= PLATEAU_HELD and exit_drop is not None and exit_drop >= PLATEAU_EXIT
+    out["flat_top"] = float(stepped or held)
+    return out
 
 
 def top_step(inc: Incident, data: RunData) -> int:

@@ -35,6 +35,12 @@ FEATURES: dict[str, str] = {
     "flat top) from its first such point (None with several peaks)",
     "plateau_edges": "logged points taken to step up to that plateau from under 25% of the "
     "rise, or down from it to under 25%, whichever is more (None when it never came back)",
+    "plateau_exit": "share of the rise (log) lost from the plateau's last point to the next "
+    "logged point",
+    "flat_top": "1 when plateau_points >= 2 and the top was entered and left within 2 logged "
+    "points each way, or plateau_points >= 3 and it was left by a step of >= 30% of the rise "
+    "in one point (the bad batches ended while the damage they did decays); 0 otherwise, "
+    "None with several peaks",
     "peak_vs_initial": "peak loss / the run's initial loss (median of the first 5 points); "
     "about 1 for a batch the model cannot predict at all",
     "peak_vs_uniform": "peak loss / ln V, the loss of uniform predictions: ln(vocab_size) "

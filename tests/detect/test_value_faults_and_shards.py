@@ -9,8 +9,9 @@
   before a spike name fp16 overflow (`overflows`, `overflow_lead`); the same log from a
   bf16 run does not.
 - A loss that steps up to the random-token level, holds a flat top for several steps and
-  steps back is a shard of bad data (data-corruption-shard, `plateau_points`); one batch's
-  spike that decays is not.
+  steps back is a shard of bad data (data-corruption-shard, `plateau_points`), and so is one
+  left by a step while the damage the shard did decays after (`flat_top`); one batch's
+  spike, or a damaged model's top, that decays is not.
 
 Logs are written by torch's SummaryWriter (`train/loss`, `train/grad_norm`, `train/lr`) with
 the run's config beside them as `args.json`.
@@ -135,6 +136,37 @@ def _shard(s: int, loss: float, grad: float) -> tuple[float, float]:
 def test_a_flat_top_at_the_random_token_level_is_a_shard(tmp_path: Path, seed: int) -> None:
     found = stored_incidents(_write(tmp_path / "run", seed, _shard), tmp_path)
     assert [(i["onset_step"], i["cause"]) for i in found] == [(900, "data_corruption")]
+
+
+def _damaging_shard(s: int, loss: float, grad: float) -> tuple[float, float]:
+    """Twenty batches of random tokens; the update on them leaves the model +50% worse,
+    which heals over ~40 steps: the top is left by a step, not back to the trend."""
+    if 900 <= s < 920:
+        return math.log(VOCAB) * math.exp(np.random.default_rng(s).normal(0, 0.01)), grad * 4
+    if s >= 920:
+        loss *= 1 + 0.5 * math.exp(-(s - 920) / 40)
+    return loss, grad
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_shard_that_damaged_the_model_is_still_a_shard(tmp_path: Path, seed: int) -> None:
+    found = stored_incidents(_write(tmp_path / "run", seed, _damaging_shard), tmp_path)
+    assert [(i["onset_step"], i["cause"]) for i in found] == [(900, "data_corruption")]
+
+
+def test_a_top_that_decays_is_no_shard(tmp_path: Path) -> None:
+    """A damaged model's own top: up at once to the random-token level, held for a few
+    steps and decaying by a few % of its rise per step, the gradient up with it."""
+
+    def damaged(s: int, loss: float, grad: float) -> tuple[float, float]:
+        if s >= 900:
+            top = math.log(VOCAB) / loss
+            loss *= top ** (1.0 if s < 904 else math.exp(-(s - 904) / 30))
+            grad *= 1 + 3 * math.exp(-(s - 900) / 30)
+        return loss, grad
+
+    found = stored_incidents(_write(tmp_path / "run", 1, damaged), tmp_path)
+    assert len(found) == 1 and found[0]["cause"] != "data_corruption"
 
 
 def test_one_batch_that_decays_is_not_a_shard(tmp_path: Path) -> None:
