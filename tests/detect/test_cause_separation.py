@@ -178,3 +178,24 @@ def test_an_absurd_value_at_an_epoch_boundary_is_a_corrupted_value(tmp_path: Pat
     (folder / "config.json").write_text(json.dumps({"adam_beta2": 0.99, "bf16": True}))
     found = stored_incidents(folder, tmp_path)
     assert [(i["peak_step"], i["cause"]) for i in found] == [(1000, "hardware_fault")]
+
+
+def _degenerate_shard(step: int, loss: float) -> tuple[float, float]:
+    """Sixteen batches of repeated tokens from 2000: the loss collapses to a quarter (the
+    batches' own loss), then the model they trained is worse: +40% decaying to +8%."""
+    if 2000 <= step < 2016:
+        return loss * 0.25, 1.0
+    if step >= 2016:
+        return loss * (1.08 + 0.32 * math.exp(-(step - 2016) / 60)), 1.0
+    return loss, 1.0
+
+
+def test_a_collapse_before_a_lasting_rise_is_the_data_in_a_beta2_0999_run(
+    tmp_path: Path,
+) -> None:
+    """A dip of tens of noise scales is the batches' own loss; beta2 0.999 with no echo and
+    no gradient jump amplified nothing the log shows (it was named stale_beta2 at 0.72)."""
+    config = {"adam_beta2": 0.999, "bf16": True}
+    run = _write(tmp_path / "run", _degenerate_shard, config, every=5)
+    found = stored_incidents(run, tmp_path)
+    assert [i["cause"] for i in found] == ["data_corruption"]
