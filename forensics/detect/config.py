@@ -135,6 +135,10 @@ class DetectConfig:
     # wrong on it about twice that, and a fine-tune starts near 1 or above; 30x is beyond any
     # batch of data, so the value itself was corrupted (features.transient_bad).
     absurd_loss_ratio: float = 30.0
+    # ... or this many times ln V (features.uniform_loss), when lower: random tokens score
+    # about ln V, a band the model learned to rule out 2-3 ln V (the simulator's rare band
+    # 2.9); 5 ln V is no batch of text, while 30x a run's initial loss is 30 ln V from scratch.
+    absurd_uniform_ratio: float = 5.0
     # Next to such a value (or a non-finite one), a loss this many times its trend is one too:
     # a writer averaging its logging window dilutes the bad step into it (x247 in a 14-step
     # window logs x18); no text batch scores 10x the model's own loss and is gone a step later.

@@ -204,7 +204,7 @@ def _loss_shape(
     )
     f["spikes_in_run"] = float(len(ctx.excursion_steps))
     f["isolated_nonfinite"] = _isolated(inc, data, cfg)
-    f["transient_bad"] = _transient(inc, data, cfg, ctx.initial_loss)
+    f["transient_bad"] = _transient(inc, data, cfg, _absurd_level(ctx, cfg))
     return f
 
 
@@ -354,9 +354,20 @@ def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:
     return float(bool(np.all(calm) and len(after) and abs(float(np.median(after))) < thr))
 
 
-def _transient(inc: Incident, data: RunData, cfg: DetectConfig, initial: float | None) -> float:
-    """How many bad values (non-finite loss or gradient norm, absurd gradient, a loss
-    absurd_loss_ratio x the initial loss or more) the incident is made of, when they are
+def _absurd_level(ctx: RunContext, cfg: DetectConfig) -> float | None:
+    """The loss no batch of text scores: absurd_loss_ratio x the initial loss, or
+    absurd_uniform_ratio x ln V when that is lower (a fine-tune starts far below ln V, a
+    run from scratch at it)."""
+    levels = [
+        cfg.absurd_loss_ratio * ctx.initial_loss if ctx.initial_loss else None,
+        cfg.absurd_uniform_ratio * ctx.uniform_loss if ctx.uniform_loss else None,
+    ]
+    return min((x for x in levels if x is not None), default=None)
+
+
+def _transient(inc: Incident, data: RunData, cfg: DetectConfig, absurd: float | None) -> float:
+    """How many bad values (non-finite loss or gradient norm, absurd gradient, a loss at
+    the absurd level or more: _absurd_level) the incident is made of, when they are
     1 to transient_max within a short span and every other logged loss of the incident and
     3 points on each side stays under the trend's spike band, back on the trend (or at the
     level of the point before them) after: the values were corrupted, not the model, which
@@ -367,7 +378,7 @@ def _transient(inc: Incident, data: RunData, cfg: DetectConfig, initial: float |
     are tested: a non-finite loss that HF's logging_nan_inf_filter replaced reads as a dip."""
     st, v = data.loss.steps, data.loss.values
     with np.errstate(invalid="ignore", over="ignore"):
-        sure = ~np.isfinite(v) | (v >= cfg.absurd_loss_ratio * initial if initial else False)
+        sure = ~np.isfinite(v) | (v >= absurd if absurd else False)
         wild = sure | (v >= cfg.absurd_trend_ratio * np.exp(inc.trend.at(st)))
     kinds = ("nonfinite_loss", "nonfinite_grad", "absurd_grad")
     bad = {e.step for e in inc.events if e.kind in kinds}

@@ -122,3 +122,14 @@ def test_a_rare_token_batch_far_below_ln_v_is_not_garbage(tmp_path: Path) -> Non
     run = _write(tmp_path / "run", vocab=None, level=3.8, jump=6.0, after=1.0)
     found = stored_incidents(run, tmp_path)
     assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "rare_tokens")]
+
+
+def test_a_value_five_times_ln_v_alone_is_a_corrupted_value(tmp_path: Path) -> None:
+    """55 nats in a fine-tune at 1.9 (25x its initial loss, under the 30x that marks a value
+    absurd), the gradient norm 8x at that step (a corrupted step corrupts both), every loss
+    around it on trend: 5.3 ln V, which no batch of text scores (random tokens ~ln V, a
+    ruled-out band 2-3 ln V)."""
+    run = _write(tmp_path / "run", vocab=None, level=55.0, jump=8.0, after=1.0)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "hardware_fault")]
+    assert _features(tmp_path, 600)["transient_bad"] == 1.0
