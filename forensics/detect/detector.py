@@ -467,7 +467,7 @@ def _loss_near_misses(
     with np.errstate(divide="ignore", invalid="ignore"):
         z = sc.resid / sc.sigma
         close = (sc.resid >= cfg.rise_min) & (z >= NEAR_BAR * sc.z_need)
-    idx = np.flatnonzero(np.nan_to_num(close, nan=False) & ~sc.flagged)
+    idx = np.flatnonzero(close & ~sc.flagged)  # a NaN compares False
     out = []
     for i in idx[idx >= sc.burn_in]:
         step = int(sc.steps[i])

@@ -30,6 +30,7 @@ class RunContext:
     initial_loss: float | None
     uniform_loss: float | None  # ln(vocab size): the loss of uniform predictions, in nats
     uniform_source: str | None  # "config" (vocab_size) or "estimate" (DetectConfig)
+    absurd_loss: float | None  # no batch of text scores this (_absurd_level)
     peak_lr: float | None
     warmup_end: float | None
     excursion_steps: np.ndarray  # peak step of every loss excursion of the run
@@ -46,7 +47,10 @@ def run_context(
     peak_lr, warm = _schedule(data)
     steps = np.asarray(sorted(excursion_steps))
     uniform, source = _uniform_loss(data, initial, cfg)
-    return RunContext(initial, uniform, source, peak_lr, warm, steps, data.interval, log_space)
+    absurd = _absurd_level(initial, uniform, cfg)
+    return RunContext(
+        initial, uniform, source, absurd, peak_lr, warm, steps, data.interval, log_space
+    )
 
 
 def _uniform_loss(
@@ -61,6 +65,17 @@ def _uniform_loss(
     if initial is None or not np.isfinite(initial) or initial <= 0:
         return None, None
     return max(initial, float(np.log(cfg.min_vocab_size))), "estimate"
+
+
+def _absurd_level(initial: float | None, uniform: float | None, cfg: DetectConfig) -> float | None:
+    """The loss no batch of text scores: absurd_loss_ratio x the initial loss, or
+    absurd_uniform_ratio x ln V when that is lower (a fine-tune starts far below ln V, a
+    run from scratch at it)."""
+    levels = [
+        cfg.absurd_loss_ratio * initial if initial else None,
+        cfg.absurd_uniform_ratio * uniform if uniform else None,
+    ]
+    return min((x for x in levels if x is not None), default=None)
 
 
 def _schedule(data: RunData) -> tuple[float | None, float | None]:
@@ -204,7 +219,7 @@ def _loss_shape(
     )
     f["spikes_in_run"] = float(len(ctx.excursion_steps))
     f["isolated_nonfinite"] = _isolated(inc, data, cfg)
-    f["transient_bad"] = _transient(inc, data, cfg, _absurd_level(ctx, cfg))
+    f["transient_bad"] = _transient(inc, data, cfg, ctx.absurd_loss)
     return f
 
 
@@ -352,17 +367,6 @@ def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:
     after = r[idx >= j]
     thr = near_trend(inc.sigma, cfg)
     return float(bool(np.all(calm) and len(after) and abs(float(np.median(after))) < thr))
-
-
-def _absurd_level(ctx: RunContext, cfg: DetectConfig) -> float | None:
-    """The loss no batch of text scores: absurd_loss_ratio x the initial loss, or
-    absurd_uniform_ratio x ln V when that is lower (a fine-tune starts far below ln V, a
-    run from scratch at it)."""
-    levels = [
-        cfg.absurd_loss_ratio * ctx.initial_loss if ctx.initial_loss else None,
-        cfg.absurd_uniform_ratio * ctx.uniform_loss if ctx.uniform_loss else None,
-    ]
-    return min((x for x in levels if x is not None), default=None)
 
 
 def _transient(inc: Incident, data: RunData, cfg: DetectConfig, absurd: float | None) -> float:

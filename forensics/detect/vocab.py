@@ -62,8 +62,8 @@ FEATURES: dict[str, str] = {
     "isolated_nonfinite": "1 when exactly one non-finite or absurd value is seen and the "
     "points on both sides are finite and near the trend, else 0",
     "transient_bad": "bad values (non-finite loss or grad norm, absurd grad norm, a loss "
-    "absurd_loss_ratio x the initial loss, or absurd_uniform_ratio x ln V when lower, or more; "
-    "beside one of them, a loss "
+    "at absurd_loss_ratio x the initial loss or absurd_uniform_ratio x ln V, whichever is "
+    "lower, or more; beside one of them, a loss "
     "absurd_trend_ratio x the trend or more) the incident and the 3 points past it hold "
     "when they are 1 to transient_max within a short span and every other logged loss "
     "around and between them stays under the trend's spike band, back on the trend (or at "

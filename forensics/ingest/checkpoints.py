@@ -75,8 +75,9 @@ _AUXILIARY = re.compile(r"^(scheduler\.pt|scaler\.pt|rng_state.*\.pth|training_a
 _CKPT_DIR = re.compile(r"(checkpoint|ckpt|global_step|iter|step)[-_]?\d+", re.I)
 # Files that only a run folder holds, never a checkpoint folder.
 _LOG_FILES = re.compile(r"\.(jsonl|csv|log|out|parquet)$|^events\.out\.tfevents")
+# The HF Trainer's checkpoint-N/ folder, N its step.
+HF_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 # A step in a name: trailing digits after a separator, or digits after a step-like word.
-HF_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")  # the HF Trainer's checkpoint-N/
 _NAME_STEP = re.compile(
     r"(?:^|[-_.=])(\d+)$|(?:step|iter|iteration|ckpt|checkpoint)[-_=]?(\d+)", re.I
 )
