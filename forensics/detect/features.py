@@ -257,10 +257,33 @@ def _dip_and_jump(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, 
         out["next_excess"] = float(np.expm1(back))
         if peak_r and np.isfinite(peak_r):
             out["peak_drop"] = float(np.clip(1 - back / peak_r, 0, 1))
+    heal = _heal_share(inc, data, nxt[:HEAL_POINTS], peak_r)
+    if heal is not None:
+        out["heal_share"] = heal
     thr = near_trend(inc.sigma, cfg)
     one = inc.onset_step == inc.peak_step and back is not None and back < thr
     out["single_point"] = float(one)
     return out
+
+
+# A batch's own loss is gone when the next batches are read (one logged point later, two
+# when the batch straddles a logging window or the next batch is bad too).
+HEAL_POINTS = 2
+
+
+def _heal_share(
+    inc: Incident, data: RunData, after: np.ndarray, peak_r: float | None
+) -> float | None:
+    """Share of the rise (log) gone at the lower of the HEAL_POINTS logged points after the
+    peak. A batch's spike is its own loss, gone with it; a rise the next batches still
+    carry (most of it) is the model's state: a damaging update, whatever caused it."""
+    if not peak_r or not np.isfinite(peak_r) or peak_r <= 0 or not len(after):
+        return None
+    backs = [_log_resid(inc, int(s), data.loss.at_or_before(int(s))) for s in after]
+    finite = [b for b in backs if b is not None and np.isfinite(b)]
+    if len(finite) < len(backs) or not finite:
+        return None  # a non-finite point after the peak: no healing to measure
+    return float(np.clip(1 - min(finite) / peak_r, 0, 1))
 
 
 def _pre_dip(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:

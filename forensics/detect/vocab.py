@@ -28,6 +28,9 @@ FEATURES: dict[str, str] = {
     "spike follows the peak point)",
     "peak_drop": "share of the rise lost at the first logged point after the peak (1 = back "
     "at once, as after one batch whose own loss was high)",
+    "heal_share": "share of the rise gone at the lower of the two logged points after the "
+    "peak (a batch's own loss leaves with it; a rise the next batches still carry is the "
+    "model's state)",
     "pre_dip": "lowest loss / trend - 1 from dip_lookback_points points before the onset to "
     "the highest peak (negative: a batch far below trend before the spike)",
     "pre_dip_z": "pre_dip in noise units (log residual / robust sigma)",
