@@ -97,7 +97,9 @@ def _from_row(h: StoredHypothesis, inc: Incident, kb: Knowledge) -> Hypothesis:
     status = STATUS.get(h.status, h.status.replace("_", " "))
     why, evaluate = shown_reason(h), ""
     if status == SUPPORTED and h.confidence:
-        why = f"{pct(h.confidence)}, below the stated cause" + (f": {why}" if why else "")
+        # with no stated cause, this one was too weak to be stated (detect's min_confidence)
+        weak = "too weak to be" if kb.cause(inc.cause).key == "unknown" else "below"
+        why = f"{pct(h.confidence)}, {weak} the stated cause" + (f": {why}" if why else "")
     if status == NOT_EVALUATED:
         evaluate = what_evaluates(h, inc.log_next, entry.fields.get("evaluate"))
     if verdict == "inconclusive":

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from detect_helpers import stored_incidents
 
+from forensics.report import write_report
 from forensics.store import open_store
 
 pytest.importorskip("torch.utils.tensorboard")
@@ -83,6 +84,20 @@ def test_a_rise_the_next_points_still_carry_is_not_named_a_batch(
     features, findings = _stored(tmp_path)
     assert features["heal_share"] < 0.25  # two steps into the decay: most of it still there
     assert findings.get("batch_driven") == 0.45
+
+
+def test_the_post_mortem_says_the_batch_was_too_weak_to_state(tmp_path: Path) -> None:
+    """The page gives the stored confidence and the heal_share read, and no stated cause."""
+    stored_incidents(_write(tmp_path / "run", _damage(0.5, 60.0)), tmp_path)
+    features, findings = _stored(tmp_path)
+    with open_store(tmp_path / "detect.duckdb") as store:
+        run_id = store.query("SELECT run_id FROM runs").item()
+        write_report(store, run_id, tmp_path / "report", png=False, min_severity="minor")
+    page = (tmp_path / "report" / "postmortems" / "spike-01.md").read_text()
+    assert "root cause: **undetermined**" in page
+    row = next(line for line in page.splitlines() if line.startswith("| batch-driven"))
+    assert f"| supported by the log | {findings['batch_driven']:.0%}, too weak to be the " in row
+    assert f"heal_share={features['heal_share']:.3g}" in row
 
 
 def test_the_same_in_window_means_is_not_named_a_batch(tmp_path: Path) -> None:
