@@ -181,6 +181,9 @@ class DetectConfig:
     random_level_low: float = 0.8
     random_level_high: float = 1.2
     random_level_rise: float = 1.0
+    # A divergence at the peak LR within this many warm-up lengths of the start is the
+    # end of warm-up's (features.warmup_end_divergence); later, the run had held that LR.
+    warmup_end_span: float = 6.0
     # --- classification (classify.py) ---------------------------------------------------
     # Below this confidence the cause is `unknown` and the rule is listed as a hypothesis.
     min_confidence: float = 0.5

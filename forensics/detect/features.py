@@ -122,7 +122,21 @@ def compute(
     f["lr_vs_earlier_lr_too_high"] = _lr_recurrence(inc, data, earlier or [], cfg)
     f["single_point_peaks"] = _single_point_peaks(inc, data, cfg)
     f["lr_phase"] = _lr_phase(f.get("lr_frac"), f.get("warmup_progress"))
+    f["warmup_end_divergence"] = _warmup_end_divergence(f, cfg)
     inc.features = f
+
+
+def _warmup_end_divergence(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None:
+    """1 for a divergence at its peak LR within warmup_end_span warm-up lengths of the
+    start: bigscience's 104B diverged "very closely to the moment where LR warmup stopped".
+    It names the LR (lr-too-high) and keeps stale beta2 from claiming the divergence; one
+    definition for both. None when the LR phase or the warm-up length is unknown."""
+    if f.get("type") != "divergent":
+        return 0.0
+    lr_frac, progress = f.get("lr_frac"), f.get("warmup_progress")
+    if not isinstance(lr_frac, float) or not isinstance(progress, float):
+        return None
+    return float(lr_frac >= DECAY_FRACTION and progress <= cfg.warmup_end_span)
 
 
 def _lr_phase(lr_frac: FeatureValue, warmup_progress: FeatureValue) -> str | None:

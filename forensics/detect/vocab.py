@@ -53,6 +53,9 @@ FEATURES: dict[str, str] = {
     "uniform_loss": "that ln V, in nats",
     "uniform_source": "where that ln V comes from: config (vocab_size) or estimate (the "
     "initial loss or ln 32000)",
+    "warmup_end_divergence": "1 when the incident diverged at 90% or more of its peak LR "
+    "within 6 warm-up lengths of the start (the end of warm-up), 0 otherwise (or when it did "
+    "not diverge), missing when the LR phase or warm-up length is unknown",
     "random_level": "1 when the peak is at the loss of random tokens: 0.8-1.2 x ln V and at "
     "least 2x its trend (rise >= 1); 0 otherwise, None when ln V is not known",
     "settle_excess": "loss level after the spike / extrapolated trend - 1: at recovery for a "

@@ -159,6 +159,11 @@ def test_a_divergence_at_the_peak_lr_soon_after_warm_up_is_the_lrs(tmp_path: Pat
     found = stored_incidents(run, tmp_path)
     assert [(i["type"], i["cause"]) for i in found] == [("divergent", "lr_too_high")]
     assert 690 <= found[0]["onset_step"] <= 720
+    # one definition, read by lr-too-high and stale-beta2 alike
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        features = json.loads(store.query("SELECT features FROM incidents").item())
+    assert features["warmup_end_divergence"] == 1.0
+    assert _hypotheses(tmp_path)["stale_beta2"][0] != "supported"
 
 
 def test_an_absurd_value_at_an_epoch_boundary_is_a_corrupted_value(tmp_path: Path) -> None:
