@@ -258,20 +258,24 @@ def _rise(inc: Incident, log_space: bool) -> float | None:
 
 
 def _dip_and_jump(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
-    """pre_dip(_z), jump_share, peak_drop, single_point: the shape around the first rise."""
+    """pre_dip(_z), jump_share, next_excess, peak_drop, heal_share, single_point: the shape
+    around the first rise."""
     out = _pre_dip(inc, data, cfg)
     peak_r = _log_resid(inc, inc.peak_step, inc.peak_value)
     onset_r = _log_resid(inc, inc.onset_step, data.loss.at_or_before(inc.onset_step))
     if peak_r and onset_r is not None and np.isfinite(peak_r):
         out["jump_share"] = float(np.clip(onset_r / peak_r, 0, 1))
     st = data.loss.steps
-    nxt = st[st > inc.peak_step]
-    back = _log_resid(inc, int(nxt[0]), data.loss.at_or_before(int(nxt[0]))) if len(nxt) else None
+    after = [
+        _log_resid(inc, int(s), data.loss.at_or_before(int(s)))
+        for s in st[st > inc.peak_step][:HEAL_POINTS]
+    ]
+    back = after[0] if after else None
     if back is not None and np.isfinite(back):
         out["next_excess"] = float(np.expm1(back))
         if peak_r and np.isfinite(peak_r):
             out["peak_drop"] = float(np.clip(1 - back / peak_r, 0, 1))
-    heal = _heal_share(inc, data, nxt[:HEAL_POINTS], peak_r)
+    heal = _heal_share(after, peak_r)
     if heal is not None:
         out["heal_share"] = heal
     thr = near_trend(inc.sigma, cfg)
@@ -285,17 +289,15 @@ def _dip_and_jump(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, 
 HEAL_POINTS = 2
 
 
-def _heal_share(
-    inc: Incident, data: RunData, after: np.ndarray, peak_r: float | None
-) -> float | None:
+def _heal_share(after: list[float | None], peak_r: float | None) -> float | None:
     """Share of the rise (log) gone at the lower of the HEAL_POINTS logged points after the
-    peak. A batch's spike is its own loss, gone with it; a rise the next batches still
-    carry (most of it) is the model's state: a damaging update, whatever caused it."""
-    if not peak_r or not np.isfinite(peak_r) or peak_r <= 0 or not len(after):
+    peak (`after`: their log residuals). A batch's spike is its own loss, gone with it; a
+    rise the next batches still carry (most of it) is the model's state: a damaging update,
+    whatever caused it."""
+    if not peak_r or not np.isfinite(peak_r) or peak_r <= 0 or not after:
         return None
-    backs = [_log_resid(inc, int(s), data.loss.at_or_before(int(s))) for s in after]
-    finite = [b for b in backs if b is not None and np.isfinite(b)]
-    if len(finite) < len(backs) or not finite:
+    finite = [b for b in after if b is not None and np.isfinite(b)]
+    if len(finite) < len(after):
         return None  # a non-finite point after the peak: no healing to measure
     return float(np.clip(1 - min(finite) / peak_r, 0, 1))
 
