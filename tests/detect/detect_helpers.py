@@ -3,6 +3,7 @@ and the incidents detection stores for a run folder."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -37,3 +38,10 @@ def stored_incidents(folder: Path, tmp_path: Path) -> list[dict]:
             "SELECT onset_step, peak_step, type, cause FROM incidents WHERE run_id = ?",
             [res.run_id],
         ).to_dicts()
+
+
+def stored_features(tmp_path: Path) -> list[dict]:
+    """The stored features of each incident that stored_incidents analysed, in id order."""
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        rows = store.query("SELECT features FROM incidents ORDER BY incident_id").rows()
+    return [json.loads(f) for (f,) in rows]

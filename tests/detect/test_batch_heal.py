@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from detect_helpers import stored_incidents
+from detect_helpers import stored_features, stored_incidents
 
 from forensics.report import write_report
 from forensics.store import open_store
@@ -63,11 +63,11 @@ def _damage(amp: float, tau: float) -> dict[int, float]:
 
 def _stored(tmp_path: Path) -> tuple[dict, dict[str, float]]:
     """The one incident's features and each triggered rule's confidence."""
+    feats = stored_features(tmp_path)
     with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
-        feats = store.query("SELECT features FROM incidents").rows()
         found = store.query("SELECT cause, confidence FROM findings WHERE triggered").rows()
     assert len(feats) == 1
-    return json.loads(feats[0][0]), {c: round(float(p), 2) for c, p in found}
+    return feats[0], {c: round(float(p), 2) for c, p in found}
 
 
 @pytest.mark.parametrize(

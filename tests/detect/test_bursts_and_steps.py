@@ -21,20 +21,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from detect_helpers import stored_incidents
-
-from forensics.store import open_store
+from detect_helpers import stored_features, stored_incidents
 
 pytest.importorskip("torch.utils.tensorboard")
 
 NAN = float("nan")
-
-
-def _features(tmp_path: Path) -> list[dict]:
-    """The stored features of each incident that stored_incidents analysed."""
-    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
-        rows = store.query("SELECT features FROM incidents ORDER BY incident_id").rows()
-    return [json.loads(f) for (f,) in rows]
 
 
 def _write(
@@ -73,7 +64,7 @@ def test_a_corrupt_step_diluted_into_the_next_logging_window_is_the_same_burst(
     assert [(i["peak_step"], i["type"], i["cause"]) for i in found] == [
         (1210, "recoverable", "hardware_fault")
     ]
-    assert _features(tmp_path)[0]["transient_bad"] == 2
+    assert stored_features(tmp_path)[0]["transient_bad"] == 2
 
 
 def test_nan_values_past_the_excursion_belong_to_its_burst(tmp_path: Path) -> None:
@@ -86,7 +77,7 @@ def test_nan_values_past_the_excursion_belong_to_its_burst(tmp_path: Path) -> No
     assert [(i["onset_step"] in (1616, 1618), i["cause"]) for i in found] == [
         (True, "hardware_fault")
     ]
-    assert _features(tmp_path)[0]["transient_bad"] == 4
+    assert stored_features(tmp_path)[0]["transient_bad"] == 4
 
 
 def _epochs(drop_at: int, fault: Callable[[int, float], float]) -> Callable[[int, float], float]:
@@ -122,4 +113,4 @@ def test_a_spike_after_an_epoch_step_that_came_back_is_recoverable(
         _write(tmp_path / "run", seed, _epochs(1400, spike), steps=2400, every=5), tmp_path
     )
     assert [(abs(i["onset_step"] - 1800) <= 5, i["type"]) for i in found] == [(True, "recoverable")]
-    assert abs(_features(tmp_path)[0]["settle_excess"]) < 0.03
+    assert abs(stored_features(tmp_path)[0]["settle_excess"]) < 0.03

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from detect_helpers import stored_incidents
+from detect_helpers import stored_features, stored_incidents
 
 from forensics.store import open_store
 
@@ -160,9 +160,7 @@ def test_a_divergence_at_the_peak_lr_soon_after_warm_up_is_the_lrs(tmp_path: Pat
     assert [(i["type"], i["cause"]) for i in found] == [("divergent", "lr_too_high")]
     assert 690 <= found[0]["onset_step"] <= 720
     # one definition, read by lr-too-high and stale-beta2 alike
-    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
-        features = json.loads(store.query("SELECT features FROM incidents").item())
-    assert features["warmup_end_divergence"] == 1.0
+    assert stored_features(tmp_path)[0]["warmup_end_divergence"] == 1.0
     assert _hypotheses(tmp_path)["stale_beta2"][0] != "supported"
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from detect_helpers import stored_incidents
+from detect_helpers import stored_features, stored_incidents
 
 from forensics.report import write_report
 from forensics.store import open_store
@@ -59,12 +59,6 @@ def _write(
     return folder
 
 
-def _features(tmp_path: Path, step: int) -> dict:
-    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
-        rows = store.query("SELECT features FROM incidents WHERE peak_step = ?", [step]).rows()
-    return json.loads(rows[0][0])
-
-
 def test_a_rare_token_batch_back_at_a_fine_tunes_initial_loss_is_no_garbage(
     tmp_path: Path,
 ) -> None:
@@ -78,7 +72,7 @@ def test_without_the_vocab_size_a_fine_tunes_initial_level_is_still_no_garbage(
     """ln 32000 stands in for ln V: 2.2 nats is 0.21 of it (the initial loss used to)."""
     found = stored_incidents(_write(tmp_path / "run", vocab=None), tmp_path)
     assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "rare_tokens")]
-    f = _features(tmp_path, 600)
+    f = stored_features(tmp_path)[0]
     assert f["uniform_source"] == "estimate"
     assert f["peak_vs_uniform"] == pytest.approx(2.2 / math.log(32000), rel=0.02)
 
@@ -98,7 +92,7 @@ def test_one_batch_at_ln_v_back_on_trend_at_once_is_garbage(
     run = _write(tmp_path / "run", vocab=vocab, level=10.6, jump=6.0, after=1.0)
     found = stored_incidents(run, tmp_path)
     assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "data_corruption")]
-    f = _features(tmp_path, 600)
+    f = stored_features(tmp_path)[0]
     assert (f["random_level"], f["uniform_source"]) == (1.0, "config" if vocab else "estimate")
     assert f["uniform_loss"] == pytest.approx(math.log(vocab or 32000))
     with open_store(tmp_path / "detect.duckdb") as store:
@@ -132,4 +126,4 @@ def test_a_value_five_times_ln_v_alone_is_a_corrupted_value(tmp_path: Path) -> N
     run = _write(tmp_path / "run", vocab=None, level=55.0, jump=8.0, after=1.0)
     found = stored_incidents(run, tmp_path)
     assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "hardware_fault")]
-    assert _features(tmp_path, 600)["transient_bad"] == 1.0
+    assert stored_features(tmp_path)[0]["transient_bad"] == 1.0
