@@ -162,6 +162,11 @@ class DetectConfig:
     # History scanned for a slow drift of grad norm / parameter norm before the onset (at
     # most half the history before an early onset).
     precursor_steps: int = 400
+    # Steps before the onset (at least one log interval) searched for the gradient jump that
+    # set the incident off. A batch's gradient comes with its own loss, but a damaging
+    # update's loss climbs for several steps after the jump (a stale second moment keeps
+    # the updates large), so the threshold is crossed well after the gradient that caused it.
+    grad_lookback: int = 10
     # Other loss excursions within this many steps of an incident count as recurrences.
     recurrence_steps: int = 2000
     # Points before the onset (up to the highest peak) searched for the abnormal batch of a

@@ -18,6 +18,7 @@ from forensics.detect.evidence import explain
 from forensics.detect.features import (
     compute,
     finite_median,
+    grad_lookback,
     near_trend,
     precursor_len,
     run_context,
@@ -489,7 +490,7 @@ def _grad_near_misses(
         return []
     g = data.aux["grad_norm"]
     sp = metric_spikes(g.steps, g.values, cfg.grad_spike_ratio, cfg, start)
-    lead = max(3.0, data.interval)
+    lead = grad_lookback(data, cfg)
     clip = data.config.get("grad_clip")
     out = []
     for step, value, base, ratio in zip(sp.steps, sp.values, sp.baseline, sp.ratio, strict=True):

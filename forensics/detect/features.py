@@ -210,6 +210,7 @@ def _loss_shape(
         "n_peaks": float(len(peaks)),
         "echo_count": float(len(peaks) - 1),
         "first_echo_gap": float(peaks[1] - peaks[0]) if len(peaks) > 1 else None,
+        "echo_fade": _echo_fade(inc),
         "peak_vs_initial": _ratio(inc.peak_value, ctx.initial_loss),
         "peak_vs_uniform": _ratio(inc.peak_value, ctx.uniform_loss),
         "uniform_loss": ctx.uniform_loss,
@@ -235,6 +236,18 @@ def _loss_shape(
     f["isolated_nonfinite"] = _isolated(inc, data, cfg)
     f["transient_bad"] = _transient(inc, data, cfg, ctx.absurd_loss)
     return f
+
+
+def _echo_fade(inc: Incident) -> float | None:
+    """Last peak's rise over the largest one's. One disturbance (a batch's giant gradient
+    that a stale second moment keeps acting on) rings and dies out: its echoes fade. A
+    setting the run cannot sustain (an LR too high for its curvature) kicks again and
+    harder: its spikes grow until it diverges or the LR comes down."""
+    rises = [_log_resid(inc, s, v) for s, v in inc.peaks]
+    finite = [r for r in rises if r is not None and np.isfinite(r)]
+    if len(finite) < 2 or max(finite) <= 0:
+        return None
+    return float(np.clip(finite[-1] / max(finite), 0, 1))
 
 
 def _random_level(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None:
@@ -477,9 +490,14 @@ def _precursor(m: Metric, onset: int, cfg: DetectConfig) -> tuple[np.ndarray, np
     return m.window_steps(onset - precursor_len(onset, cfg), onset - 1)
 
 
+def grad_lookback(data: RunData, cfg: DetectConfig) -> float:
+    """Steps before an onset that still belong to the incident's gradient (config)."""
+    return float(max(cfg.grad_lookback, data.interval))
+
+
 def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
     out: dict[str, FeatureValue] = {"grad_clip": number(data.config.get("grad_clip"))}
-    lead = max(3.0, data.interval)
+    lead = grad_lookback(data, cfg)
     if data.has("grad_norm"):
         g = data.aux["grad_norm"]
         st, v = g.window_steps(inc.onset_step - lead, inc.last_peak_step)

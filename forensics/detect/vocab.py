@@ -19,6 +19,9 @@ FEATURES: dict[str, str] = {
     "n_peaks": "number of loss peaks merged into the incident (echo spikes included)",
     "echo_count": "n_peaks - 1: further peaks that came before the loss had recovered",
     "first_echo_gap": "steps between the first and the second peak (None with one peak)",
+    "echo_fade": "rise (log, against the trend) of the last finite peak / that of the largest "
+    "(None with fewer than two finite peaks): 1 when the spikes grow to the last, below 1 when "
+    "they fade after the largest",
     "jump_share": "share of the rise reached at the onset point (1 = the loss jumped at once)",
     "single_point": "1 when the excursion is one logged point and the next point is back "
     "near the trend, else 0",
@@ -77,7 +80,8 @@ FEATURES: dict[str, str] = {
     "else 0",
     "origin": "loss (a loss excursion) or events (non-finite values or scaler events only)",
     # gradient
-    "grad_ratio": "largest grad norm from max(3, log_interval) steps before the onset to the "
+    "grad_ratio": "largest grad norm from max(grad_lookback, log_interval) steps before the "
+    "onset to the "
     "last peak / median grad norm over the precursor window before the onset (inf when "
     "non-finite)",
     "grad_lead": "step where the loss first reaches 80% of its rise - step of that largest grad "
