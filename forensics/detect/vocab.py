@@ -52,7 +52,7 @@ FEATURES: dict[str, str] = {
     "peak_vs_uniform": "peak loss / ln V, the loss of uniform predictions: ln(vocab_size) "
     "from the config, else the larger of the run's initial loss and ln(min_vocab_size) "
     "(32000: a fine-tune starts far below any common tokenizer's ln V, so its initial loss "
-    "is no such level); 0.5 or more for a batch the model cannot predict at all",
+    "is no such level); 0.75 or more for a batch the model cannot predict at all",
     "uniform_loss": "that ln V, in nats",
     "uniform_source": "where that ln V comes from: config (vocab_size) or estimate (the "
     "initial loss or ln 32000)",

@@ -6,10 +6,10 @@ holds for pre-training from scratch (it starts at ln V). A fine-tune starts at ~
 a rare-token batch that lifts it back there was named corrupt data at 85%. With the vocab
 size in the config, `peak_vs_uniform` (peak / ln V) tells the two apart; without it, ln V is
 estimated as the larger of the initial loss and ln 32000 (no common LLM tokenizer is
-smaller), so a fine-tune's initial level is still no garbage, and a batch at ln V is, even
-when the next step is back on its trend (data-corruption-random-level), unless its gradient
-jumped 15x or more (a few rare ids' rows). Logs are written by torch's SummaryWriter, the
-config as a Hugging Face model config.json."""
+smaller), so a fine-tune's initial level is still no garbage (that needs 0.75 ln V), and a
+batch at ln V is, even when the next step is back on its trend (data-corruption-random-level),
+unless its gradient jumped 15x or more (a few rare ids' rows). Logs are written by torch's
+SummaryWriter, the config as a Hugging Face model config.json."""
 
 from __future__ import annotations
 
@@ -109,6 +109,18 @@ def test_at_ln_v_a_gradient_piled_onto_a_few_rows_is_rare_tokens(tmp_path: Path)
     run = _write(tmp_path / "run", vocab=None, level=10.6, jump=40.0, after=1.0)
     found = stored_incidents(run, tmp_path)
     assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "rare_tokens")]
+
+
+def test_a_damaging_batch_at_well_under_ln_v_is_not_garbage(tmp_path: Path) -> None:
+    """6.2 nats in a fine-tune at 1.9: 2.8x its initial loss but 0.6 ln V (ln 32000), the
+    next step still +30% (the damage the garbage rule reads), the gradient 8x: text the
+    model can partly predict, a batch of rare tokens, not random ones."""
+    run = _write(tmp_path / "run", vocab=32000, level=6.2, jump=8.0, after=1.3)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "rare_tokens")]
+    f = stored_features(tmp_path)[0]
+    assert f["peak_vs_initial"] > 2.5 and f["peak_vs_uniform"] == pytest.approx(0.6, abs=0.01)
+    assert f["next_excess"] > 0.2
 
 
 def test_a_rare_token_batch_far_below_ln_v_is_not_garbage(tmp_path: Path) -> None:
