@@ -189,6 +189,9 @@ class DetectConfig:
     # A divergence at the peak LR within this many warm-up lengths of the start is the
     # end of warm-up's (features.warmup_end_divergence); later, the run had held that LR.
     warmup_end_span: float = 6.0
+    # Echoes whose last peak rose less than this share of the largest one's fade
+    # (features.fading_train): one kick dying out, not an LR that keeps kicking harder.
+    echo_fade_line: float = 0.75
     # --- classification (classify.py) ---------------------------------------------------
     # Below this confidence the cause is `unknown` and the rule is listed as a hypothesis.
     min_confidence: float = 0.5

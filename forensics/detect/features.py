@@ -123,6 +123,7 @@ def compute(
     f["single_point_peaks"] = _single_point_peaks(inc, data, cfg)
     f["lr_phase"] = _lr_phase(f.get("lr_frac"), f.get("warmup_progress"))
     f["warmup_end_divergence"] = _warmup_end_divergence(f, cfg)
+    f["fading_train"] = _fading_train(f, cfg)
     inc.features = f
 
 
@@ -137,6 +138,21 @@ def _warmup_end_divergence(f: dict[str, FeatureValue], cfg: DetectConfig) -> flo
     if not isinstance(lr_frac, float) or not isinstance(progress, float):
         return None
     return float(lr_frac >= DECAY_FRACTION and progress <= cfg.warmup_end_span)
+
+
+def _fading_train(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None:
+    """1 for echoes that fade (echo_fade under echo_fade_line) at a held LR (at least
+    DECAY_FRACTION of its peak at the onset and at the highest peak), short of diverging:
+    one kick dying out. It keeps lr-too-high off the train and lets stale-beta2 have it
+    despite a gradient drift; one definition for both. A decaying LR fades its own spikes,
+    so the LR must have held. None when the train fades but the LR is unknown."""
+    fade = f.get("echo_fade")
+    if not isinstance(fade, float) or fade >= cfg.echo_fade_line or f.get("type") == "divergent":
+        return 0.0
+    lrs = [f.get("lr_frac"), f.get("lr_frac_peak")]
+    if any(isinstance(x, float) and x < DECAY_FRACTION for x in lrs):
+        return 0.0
+    return 1.0 if all(isinstance(x, float) for x in lrs) else None
 
 
 def _lr_phase(lr_frac: FeatureValue, warmup_progress: FeatureValue) -> str | None:

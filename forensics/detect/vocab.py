@@ -59,6 +59,9 @@ FEATURES: dict[str, str] = {
     "warmup_end_divergence": "1 when the incident diverged at 90% or more of its peak LR "
     "within 6 warm-up lengths of the start (the end of warm-up), 0 otherwise (or when it did "
     "not diverge), missing when the LR phase or warm-up length is unknown",
+    "fading_train": "1 when the echoes fade (echo_fade under 0.75) while the LR held (90% or "
+    "more of its peak at the onset and at the highest peak) and the incident did not "
+    "diverge, 0 otherwise, missing when such a train's LR is unknown",
     "random_level": "1 when the peak is at the loss of random tokens: 0.8-1.2 x ln V and at "
     "least 2x its trend (rise >= 1); 0 otherwise, None when ln V is not known",
     "settle_excess": "loss level after the spike / extrapolated trend - 1: at recovery for a "
@@ -81,9 +84,8 @@ FEATURES: dict[str, str] = {
     "origin": "loss (a loss excursion) or events (non-finite values or scaler events only)",
     # gradient
     "grad_ratio": "largest grad norm from max(grad_lookback, log_interval) steps before the "
-    "onset to the "
-    "last peak / median grad norm over the precursor window before the onset (inf when "
-    "non-finite)",
+    "onset to the last peak / median grad norm over the precursor window before the onset "
+    "(inf when non-finite)",
     "grad_lead": "step where the loss first reaches 80% of its rise - step of that largest grad "
     "norm (>0: the gradient came first)",
     "grad_drift": "median grad norm over the last quarter of the precursor window / the lowest "
