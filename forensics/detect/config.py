@@ -111,6 +111,9 @@ class DetectConfig:
     trend_step_min: float = 0.03
     trend_step_points: int = 8
     trend_step_hold: int = 200
+    # The trend is moved onto the median of this many points before the onset when it has
+    # left them (typing._anchored).
+    trend_anchor_points: int = 20
     # --- grouping ------------------------------------------------------------------------
     # A new excursion that starts within `echo_window` steps of a peak of an incident joins
     # it as one more peak (echo spikes of a stale second moment, a too-high LR's recurring

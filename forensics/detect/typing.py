@@ -21,7 +21,8 @@ The pre-spike trend is a straight line in (log step, log loss) — a local power
 shape of a pre-training loss curve — fitted robustly (medians of two halves) on the history
 before the onset, from the last step down in it (an epoch boundary, an LR milestone) on.
 Its slope is clamped to [-1, 0]: a loss that was rising before the spike must not make the
-spike look normal.
+spike look normal. A line that has fallen below the points next to the onset (the loss
+flattened) is lifted onto them (_anchored).
 """
 
 from __future__ import annotations
@@ -74,7 +75,33 @@ def fit_trend(
         return Trend(float(x[min(hi, len(x) - 1)]) if len(x) else 0.0, 0.0, float(onset_step), 0)
     trend = _two_halves(st, xs)
     cut = _last_step_down(st, xs, trend, cfg)
-    return _two_halves(st[cut:], xs[cut:]) if cut else trend
+    if cut:
+        st, xs = st[cut:], xs[cut:]
+        trend = _two_halves(st, xs)
+    return _anchored(st, xs, trend, cfg)
+
+
+def _anchored(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectConfig) -> Trend:
+    """The trend lifted onto the points next to the onset when it has fallen below them. A
+    power law fitted on hundreds of steps keeps falling where the loss flattens (an LR decayed
+    to its floor: 4% under the loss 175 steps on in a step-decay run), and then a spike
+    that was gone at the next point never reads as back. The slope stays; the level moves
+    by the median residual of the last trend_anchor_points points when that exceeds 3
+    standard errors and those points are not climbing: a precursor's climb (their later
+    half's median above the earlier half's by 3 standard errors) must not lift the trend
+    under the spike it leads to. Never down: a dip before the onset (a degenerate
+    shard's collapse) is no level to measure the damage after it from."""
+    k = cfg.trend_anchor_points
+    if len(xs) < 2 * k:
+        return trend
+    m = float(np.median(xs[-k:] - trend.at(st[-k:])))
+    d = np.diff(xs)
+    se = 1.2533 * float(np.median(np.abs(d - np.median(d)))) * 1.4826 / np.sqrt(2)  # x sqrt(n)
+    h = k // 2
+    climb = float(np.median(xs[-h:]) - np.median(xs[-k:-h]))
+    if m <= 3 * se / np.sqrt(k) or climb > 3 * se * np.sqrt(2 / h):
+        return trend
+    return Trend(trend.level + m, trend.slope, trend.ref_step, trend.n_points)
 
 
 def _two_halves(st: np.ndarray, xs: np.ndarray) -> Trend:

@@ -9,6 +9,8 @@
   fitted across the step runs below the loss after it, so a later fault's calm neighbours
   looked like a lasting rise (lingering) and a recovered spike did not recover. The
   pre-spike trend is fitted from the step on.
+- A loss that flattens (an LR decayed to its floor) leaves a power law fitted on the
+  history below it; the trend is moved onto the points before the onset.
 
 Each run is written by torch's SummaryWriter, the run's config beside it as `args.json`."""
 
@@ -23,16 +25,25 @@ import numpy as np
 import pytest
 from detect_helpers import stored_features, stored_incidents
 
+from forensics.store import open_store
+
 pytest.importorskip("torch.utils.tensorboard")
 
 NAN = float("nan")
 
 
 def _write(
-    folder: Path, seed: int, loss_at: Callable[[int, float], float], *, steps: int, every: int
+    folder: Path,
+    seed: int,
+    loss_at: Callable[[int, float], float],
+    *,
+    steps: int,
+    every: int,
+    grad_x: Callable[[int], float] = lambda s: 1.0,
 ) -> Path:
     """Per-step losses from a slow power law (x1.5% noise); the loop logs the mean of each
-    window of `every` steps at its last step, and a gradient norm at that step."""
+    window of `every` steps at its last step, and a gradient norm (times grad_x) at that
+    step."""
     from torch.utils.tensorboard import SummaryWriter
 
     folder.mkdir(parents=True)
@@ -46,7 +57,8 @@ def _write(
             window.append(loss_at(step, base))
             if step % every == 0:
                 w.add_scalar("train/loss", float(np.mean(window)), step)
-                w.add_scalar("train/grad_norm", 0.6 * math.exp(rng.normal(0, 0.1)), step)
+                grad = 0.6 * math.exp(rng.normal(0, 0.1)) * grad_x(step)
+                w.add_scalar("train/grad_norm", grad, step)
                 w.add_scalar("train/lr", 3e-4 * min(1.0, step / 100), step)
                 window = []
     return folder
@@ -114,3 +126,53 @@ def test_a_spike_after_an_epoch_step_that_came_back_is_recoverable(
     )
     assert [(abs(i["onset_step"] - 1800) <= 5, i["type"]) for i in found] == [(True, "recoverable")]
     assert abs(stored_features(tmp_path)[0]["settle_excess"]) < 0.03
+
+
+def _flattening(at: int, flat_from: int) -> Callable[[int, float], float]:
+    """The loss stops falling from `flat_from` on (the LR has decayed to its floor), and one
+    batch at `at` scores +25%."""
+    return lambda s, x: _floor_loss(s, x, flat_from) * (1.25 if s == at else 1.0)
+
+
+def _floor_loss(step: int, x: float, flat_from: int) -> float:
+    """x with the power law held at its value at `flat_from` (the noise kept)."""
+    if step < flat_from:
+        return x
+    now = 2.4 + 6.0 * (step / 50 + 1) ** -0.6
+    held = 2.4 + 6.0 * (flat_from / 50 + 1) ** -0.6
+    return x * held / now
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_trend_that_left_the_flattened_loss_is_moved_onto_it(tmp_path: Path, seed: int) -> None:
+    """A power law fitted on the 760 steps before keeps falling where the loss went flat at
+    450 (an LR decayed to its floor): extrapolated to 760 it runs ~4% below every point
+    there, so a batch (a 20x gradient) whose loss was gone at the next step read as
+    lingering. The trend is moved onto the points before the onset: the incident is over at
+    the next step, measured from the level the loss was at."""
+    run = _write(
+        tmp_path / "run",
+        seed,
+        _flattening(760, 450),
+        steps=800,
+        every=1,
+        grad_x=lambda s: 20.0 if s == 760 else 1.0,
+    )
+    found = stored_incidents(run, tmp_path)
+    assert [(i["peak_step"], i["type"]) for i in found] == [(760, "recoverable")]
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        ((end, pre),) = store.query("SELECT end_step, pre_value FROM incidents").rows()
+    held = 2.4 + 6.0 * (450 / 50 + 1) ** -0.6
+    assert end <= 762
+    assert abs(pre / held - 1) < 0.01
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_noise_point_on_a_flattened_loss_with_a_quiet_gradient_is_no_incident(
+    tmp_path: Path, seed: int
+) -> None:
+    """The same +25% point with the gradient in its own noise: the loss is back at the next
+    step, so the quiet-gradient test can hear it (against the misplaced trend it was not
+    back within the test's 10 points, and stood as an incident in a clean run)."""
+    run = _write(tmp_path / "run", seed, _flattening(760, 450), steps=800, every=1)
+    assert stored_incidents(run, tmp_path) == []
