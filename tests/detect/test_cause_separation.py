@@ -7,6 +7,8 @@
 - A rare-token batch in a beta2 = 0.999 run that was back at once: nothing was amplified;
   the gradient norm (taken before the optimizer) jumped with the batch.
 - A divergence at the peak LR a few warm-up lengths in is the LR's, not stale beta2's.
+- One non-finite loss in an fp16 run, the scale halved once for it: the scaler reacting to
+  a bad value (a fault), not an overflow cascade (halvings, skipped steps before it).
 - An absurd loss value at an epoch boundary, where the trend lags the drop: the loss after
   it is where it was before it, so the value was corrupted, not the model.
 
@@ -47,9 +49,10 @@ def _write(
     lr: bool = True,
     every: int = 1,
     scale: bool = False,
+    scale_at: Callable[[int], float] = lambda step: 65536.0,
 ) -> Path:
     """A pre-training run from ~10.8 nats, logged every `every` steps (with the loss scale,
-    steady at 65536, when `scale`); `shape(step, loss)` returns the (loss, gradient-norm
+    scale_at(step), when `scale`); `shape(step, loss)` returns the (loss, gradient-norm
     factor) at a step."""
     from torch.utils.tensorboard import SummaryWriter
 
@@ -65,7 +68,7 @@ def _write(
             if grad:
                 w.add_scalar("train/grad_norm", g, step)
             if scale:
-                w.add_scalar("train/loss_scale", 65536.0, step)
+                w.add_scalar("train/loss_scale", scale_at(step), step)
             if lr:
                 w.add_scalar("train/learning_rate", _lr(step), step)
     args = {"learning_rate": PEAK_LR, "warmup_steps": WARM, "max_steps": N,
@@ -202,3 +205,32 @@ def test_a_collapse_before_a_lasting_rise_is_the_data_in_a_beta2_0999_run(
     run = _write(tmp_path / "run", _degenerate_shard, config, every=5)
     found = stored_incidents(run, tmp_path)
     assert [i["cause"] for i in found] == ["data_corruption"]
+
+
+@pytest.mark.parametrize(
+    ("overflows", "halvings", "cause"),
+    [
+        ((), 1, "hardware_fault"),  # one NaN loss; the scaler halves once for it
+        ((1990, 1995), 3, "fp16_overflow"),  # two skipped overflows first: a cascade
+    ],
+)
+def test_one_nan_loss_in_fp16_with_one_halving_is_a_fault_not_an_overflow(
+    tmp_path: Path, overflows: tuple[int, ...], halvings: int, cause: str
+) -> None:
+    """The loss is NaN at step 2000 (its gradient norm too) and on trend from the next step.
+    The scaler halves its scale for every non-finite gradient, so one halving is its
+    reaction to the bad value itself; an overflow cascade halves it before the spike."""
+    bad = (*overflows, 2000)
+
+    def fault(step: int, loss: float) -> tuple[float, float]:
+        if step == 2000:
+            return float("nan"), float("nan")
+        return loss, (float("inf") if step in overflows else 1.0)
+
+    def scale_at(step: int) -> float:
+        return 65536.0 / 2 ** sum(step >= b for b in bad)
+
+    run = _write(tmp_path / "run", fault, {"fp16": True}, scale=True, scale_at=scale_at)
+    found = stored_incidents(run, tmp_path)
+    assert [i["cause"] for i in found] == [cause]
+    assert stored_features(tmp_path)[0]["scale_halvings"] == halvings
