@@ -34,10 +34,12 @@ def _write(
     level: float | None = None,
     jump: float = 13.0,
     after: float = 1.12,
+    echoes: tuple[int, ...] = (),
 ) -> Path:
     """A fine-tune logged every step: 2.2 -> 1.8 nats; at step 600 one batch lifts the loss
     back to its initial level (or to `level`) and the gradient `jump` x; the next step is
-    `after` x its trend."""
+    `after` x its trend; at each step of `echoes` a +50% spike builds over 3 steps and
+    decays over ~5."""
     from torch.utils.tensorboard import SummaryWriter
 
     rng = np.random.default_rng(0)
@@ -49,6 +51,7 @@ def _write(
                 loss, grad = (level or 2.2), grad * jump
             elif step == 601:
                 loss *= after
+            loss *= math.exp(sum(_echo(step - e) for e in echoes))
             w.add_scalar("train/loss", loss, step)
             w.add_scalar("train/grad_norm", grad, step)
             w.add_scalar("train/learning_rate", 2e-5, step)
@@ -57,6 +60,13 @@ def _write(
         config["vocab_size"] = vocab
     (folder / "config.json").write_text(json.dumps(config))
     return folder
+
+
+def _echo(k: int) -> float:
+    """Log excess of an echo spike `k` steps from its top: up over 3 steps, down over ~5."""
+    if k <= -3:
+        return 0.0
+    return 0.4 * ((k + 3) / 3 if k <= 0 else math.exp(-k / 5))
 
 
 def test_a_rare_token_batch_back_at_a_fine_tunes_initial_loss_is_no_garbage(
@@ -81,6 +91,22 @@ def test_a_batch_at_the_random_token_level_stays_garbage(tmp_path: Path) -> None
     level = math.log(128256) * 1.1
     found = stored_incidents(_write(tmp_path / "run", vocab=128256, level=level), tmp_path)
     assert [(i["peak_step"], i["cause"]) for i in found] == [(600, "data_corruption")]
+
+
+def test_a_jump_to_ln_v_that_rings_afterwards_is_not_garbage(tmp_path: Path) -> None:
+    """The same jump to 1.1 ln V, then two echo spikes 40 and 80 steps on: the loss of one
+    garbage batch leaves with it and its update's damage decays; echoes tens of steps later
+    are an optimizer ringing (a stale second moment's kick reaches ln V early in training
+    too), so the garbage rule does not claim it."""
+    level = math.log(128256) * 1.1
+    run = _write(tmp_path / "run", vocab=128256, level=level, echoes=(640, 680))
+    found = stored_incidents(run, tmp_path)
+    assert [i["peak_step"] for i in found] == [600]
+    assert stored_features(tmp_path)[0]["echo_count"] >= 1
+    assert found[0]["cause"] != "data_corruption"
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        fired = store.query("SELECT rule_id FROM findings WHERE triggered").rows()
+    assert ("data-corruption-garbage",) not in fired
 
 
 @pytest.mark.parametrize("vocab", [None, 50257])
