@@ -36,6 +36,9 @@ from forensics.detect.config import DetectConfig
 from forensics.detect.data import Metric
 from forensics.detect.vocab import DIVERGENT, LINGERING, RECOVERABLE
 
+# Standard error of the median of n Gaussian points, in sigma / sqrt(n) (sqrt(pi / 2)).
+MEDIAN_SE = 1.2533
+
 
 @dataclass(frozen=True)
 class Trend:
@@ -95,8 +98,7 @@ def _anchored(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectConfig) -
     if len(xs) < 2 * k:
         return trend
     m = float(np.median(xs[-k:] - trend.at(st[-k:])))
-    d = np.diff(xs)
-    se = 1.2533 * float(np.median(np.abs(d - np.median(d)))) * 1.4826 / np.sqrt(2)  # x sqrt(n)
+    se = MEDIAN_SE * _diff_noise(xs)  # a median of n points has se / sqrt(n)
     h = k // 2
     climb = float(np.median(xs[-h:]) - np.median(xs[-k:-h]))
     if m <= 3 * se / np.sqrt(k) or climb > 3 * se * np.sqrt(2 / h):
@@ -119,6 +121,14 @@ def _two_halves(st: np.ndarray, xs: np.ndarray) -> Trend:
 STEP_POINTS = 5  # points on each side of a candidate step in _last_step_down
 
 
+def _diff_noise(xs: np.ndarray) -> float:
+    """Per-point noise of xs from its step-to-step differences (MAD x 1.4826 / sqrt 2): the
+    slow trend cancels in a difference, and a spike touches two of hundreds. The one noise
+    scale the trend's step-down and anchor tests compare their medians with."""
+    d = np.diff(xs)
+    return float(np.median(np.abs(d - np.median(d)))) * 1.4826 / np.sqrt(2)
+
+
 def _last_step_down(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectConfig) -> int:
     """Index just after a step down in the fitted history (0: none). An epoch boundary or an
     LR milestone drops the loss by several percent within a few steps; a power law fitted
@@ -134,9 +144,8 @@ def _last_step_down(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectCon
     if n < k + cfg.trend_step_points:
         return 0
     r = xs - trend.at(st)
-    d = np.diff(xs)
-    noise = float(np.median(np.abs(d - np.median(d)))) * 1.4826 / np.sqrt(2)
-    bar = max(float(np.log1p(cfg.trend_step_min)), 4 * 1.2533 * noise * np.sqrt(2 / k))
+    noise = _diff_noise(xs)
+    bar = max(float(np.log1p(cfg.trend_step_min)), 4 * MEDIAN_SE * noise * np.sqrt(2 / k))
     med = np.median(np.lib.stride_tricks.sliding_window_view(r, k), axis=1)  # med[i]: r[i:i+k]
     cuts = np.arange(k, n - cfg.trend_step_points + 1)
     cuts = cuts[(st[-1] - st[cuts] >= cfg.trend_step_hold) & (cuts <= len(med) - 1)]
@@ -179,7 +188,7 @@ def window_steps(cfg: DetectConfig, interval: float) -> float:
 
 def effective_tolerance(cfg: DetectConfig, sigma: float, k: int) -> float:
     """tolerance in log units, widened to 2 standard errors of a k-point median."""
-    se = 1.2533 * sigma / np.sqrt(max(k, 1))
+    se = MEDIAN_SE * sigma / np.sqrt(max(k, 1))
     return float(max(np.log1p(cfg.tolerance), 2.0 * se))
 
 
