@@ -528,8 +528,9 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
                 _ratio(float(v[worst]), base) if np.isfinite(v[worst]) else float("inf")
             )
             out["grad_lead"] = float(top_step(inc, data) - st[worst])
-        out["grad_drift"] = _drift_ratio(g, inc.onset_step, cfg)
-        out.update(_overflows(inc, data, g))
+        signs = _overflow_signs(inc, data, g)
+        out.update(_overflows(inc, signs))
+        out["grad_drift"] = _drift_ratio(g, _cascade_start(inc, data, signs), cfg)
     if data.has("param_norm"):
         out["param_drift"] = _param_drift(data.aux["param_norm"], inc.onset_step, cfg)
     if data.has("update_norm"):
@@ -658,18 +659,38 @@ def _beta2_eff(v: Metric, inc: Incident, cfg: DetectConfig) -> dict[str, Feature
     return out
 
 
-def _overflows(inc: Incident, data: RunData, g: Metric) -> dict[str, FeatureValue]:
-    """overflows, overflow_lead: non-finite gradient norms with a finite loss from
-    max(50, 5 log intervals) before the onset to the first peak. An applied inf update makes
-    every later loss NaN, so the step was skipped: what an fp16 loss scaler does on an
-    overflow (HF Trainer, Lightning and Megatron log that step's grad norm as inf/nan)."""
+def _overflow_signs(inc: Incident, data: RunData, g: Metric) -> np.ndarray:
+    """Steps of non-finite gradient norms with a finite loss from max(50, 5 log intervals)
+    before the onset to the first peak. An applied inf update makes every later loss NaN,
+    so the step was skipped: what an fp16 loss scaler does on an overflow (HF Trainer,
+    Lightning and Megatron log that step's grad norm as inf/nan)."""
     first_peak = min((s for s, _ in inc.peaks), default=inc.peak_step)
     st, v = g.window_steps(inc.onset_step - max(50.0, 5 * data.interval), first_peak)
     loss = np.array([data.loss.at_or_before(int(s)) for s in st], dtype=float)
-    hit = st[~np.isfinite(v) & np.isfinite(loss)]
+    return st[~np.isfinite(v) & np.isfinite(loss)]
+
+
+def _overflows(inc: Incident, hit: np.ndarray) -> dict[str, FeatureValue]:
+    """overflows, overflow_lead (steps from the first overflow to the onset)."""
     if not len(hit):
         return {"overflows": 0.0}
     return {"overflows": float(len(hit)), "overflow_lead": float(inc.onset_step - hit[0])}
+
+
+def _cascade_start(inc: Incident, data: RunData, hit: np.ndarray) -> int:
+    """Where the gradient's drift is measured up to: the onset, or the first overflow of a
+    cascade (two or more skipped steps or halvings) that began before it. The scaler's fight
+    is part of the incident; a gradient that only grew with it did not drift before it (an
+    fp16 cascade), one that grew before it did (a too-high LR's gradient overflowing)."""
+    lo = inc.onset_step - max(50.0, 5 * data.interval)
+    kinds = ("scale_halving", "skipped", "overflow")
+    steps = sorted(
+        [float(s) for s in hit]
+        + [float(e.step) for e in inc.events if e.kind in kinds and e.step >= lo]
+    )
+    if len(steps) < 2 or steps[0] >= inc.onset_step:
+        return inc.onset_step
+    return int(steps[0])
 
 
 def _scaler(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:

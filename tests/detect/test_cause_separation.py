@@ -234,3 +234,38 @@ def test_one_nan_loss_in_fp16_with_one_halving_is_a_fault_not_an_overflow(
     found = stored_incidents(run, tmp_path)
     assert [i["cause"] for i in found] == [cause]
     assert stored_features(tmp_path)[0]["scale_halvings"] == halvings
+
+
+def _cascade(drift: bool) -> tuple[Callable[[int, float], tuple[float, float]], Callable]:
+    """An fp16 run logged every 5 steps: the scale halves every 10 steps from 940 to 1000,
+    the gradient norm x4 from 940 (the overflowing gradients), the loss climbs to 2x from
+    1000 and stays (divergent). With `drift` the gradient had already grown 3x from 600 to
+    940: a too-high LR's gradient that overflowed."""
+
+    def shape(step: int, loss: float) -> tuple[float, float]:
+        g = 3.0 ** min(1.0, max(0.0, (step - 600) / 340)) if drift else 1.0
+        g *= 4.0 if step >= 940 else 1.0
+        k = min(1.0, max(0.0, (step - 1000) / 30)) * math.log(2.0)
+        return loss * math.exp(k), g
+
+    def scale_at(step: int) -> float:
+        return 65536.0 / 2 ** sum(step >= b for b in range(940, 1001, 10))
+
+    return shape, scale_at
+
+
+@pytest.mark.parametrize(("drift", "cause"), [(False, "fp16_overflow"), (True, "lr_too_high")])
+def test_a_gradient_that_grew_only_with_the_overflows_did_not_drift_before_them(
+    tmp_path: Path, drift: bool, cause: str
+) -> None:
+    """The gradient's drift is measured up to the first overflow of a cascade that began
+    before the loss rose: the overflowing gradient is the cascade's, not a drift that
+    caused it. Measured up to the loss's onset, the cascade's own 4x read as a too-high
+    LR's drift and the LR rule outranked the overflow rule."""
+    shape, scale_at = _cascade(drift)
+    run = _write(tmp_path / "run", shape, {"fp16": True}, every=5, scale=True, scale_at=scale_at)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["type"], i["cause"]) for i in found] == [("divergent", cause)]
+    feats = stored_features(tmp_path)[0]
+    assert feats["scale_halvings"] >= 5
+    assert (feats["grad_drift"] >= 2.0) == drift
