@@ -239,7 +239,7 @@ def _loss_shape(
         "window_closed": float(inc.shape.window_closed),
         "nonfinite_loss": float(np.sum(~np.isfinite(seg))),
         "origin": inc.origin,
-        "log_interval": ctx.interval,
+        "log_interval": local_interval(data.loss.steps, inc.onset_step),
     }
     f["random_level"] = _random_level(f, cfg)
     f.update(_dip_and_jump(inc, data, cfg))
@@ -494,6 +494,15 @@ def _calm_around(
     # trend lags a step in the curve (an epoch boundary, an LR milestone): they did not move
     # the model
     return abs(level) < thr or (len(before) > 0 and abs(level - float(before[-1])) < thr)
+
+
+def local_interval(steps: np.ndarray, onset: int, points: int = 10) -> float:
+    """The loss log's step gap around the onset (the median of `points` gaps either side):
+    a run that logged every step and then every 20 (or resumed with another logging_steps)
+    shows an incident at its spacing there, not at the run's most common one."""
+    i = int(np.searchsorted(steps, onset))
+    near = steps[max(0, i - points) : i + points + 1]
+    return float(max(1.0, np.median(np.diff(near)))) if len(near) > 1 else 1.0
 
 
 def precursor_len(onset: int, cfg: DetectConfig) -> float:

@@ -130,7 +130,8 @@ FEATURES: dict[str, str] = {
     "scale_drop": "largest / smallest loss scale over the same span (1 = unchanged)",
     "skipped": "skipped iterations (and scaler overflow reports) over the same span",
     "nan_iters": "NaN iterations counted by the trainer over the same span",
-    "log_interval": "median steps between logged loss points",
+    "log_interval": "median steps between logged loss points around the onset (10 gaps either "
+    "side): the spacing the incident was logged at, which a run may change midway",
     # across runs of one store (recurrence.py; None when the store holds no other run)
     "cross_runs": "other runs of the store with a loss spike at the same step (or the same "
     "tokens consumed) as one of this incident's peaks",

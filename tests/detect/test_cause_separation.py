@@ -269,3 +269,35 @@ def test_a_gradient_that_grew_only_with_the_overflows_did_not_drift_before_them(
     feats = stored_features(tmp_path)[0]
     assert feats["scale_halvings"] >= 5
     assert (feats["grad_drift"] >= 2.0) == drift
+
+
+def test_a_batch_where_the_log_thinned_out_is_judged_at_the_spacing_there(
+    tmp_path: Path,
+) -> None:
+    """Logged every step to 1000, then every 20 as the HF Trainer does (the loss the mean of
+    its 20 steps, the gradient norm the last step's). One bad batch at 1791 lifts the mean
+    logged at 1800 by a third and is gone from the next. The gradient norm at 1800 is not
+    that batch's, so its calm does not refute the batch: that holds only where every step is
+    logged, and there the log holds one point in 20 (the run's most common spacing is 1)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    rng = np.random.default_rng(0)
+    window: list[float] = []
+    with SummaryWriter(str(tmp_path / "run")) as w:
+        for step in range(1, N + 1):
+            loss = (2.2 + 8.6 * (1 + step / 80) ** -0.6) * math.exp(rng.normal(0, 0.01))
+            window.append(loss * (7.0 if step == 1791 else 1.0))
+            if step > 1000 and step % 20:
+                continue
+            w.add_scalar("train/loss", float(np.mean(window)), step)
+            w.add_scalar("train/grad_norm", 0.4 * math.exp(rng.normal(0, 0.05)), step)
+            w.add_scalar("train/learning_rate", _lr(step), step)
+            window = []
+    args = {"learning_rate": PEAK_LR, "warmup_steps": WARM, "max_steps": N,
+            "lr_scheduler_type": "cosine", "bf16": True}  # fmt: skip
+    (tmp_path / "run" / "config.json").write_text(json.dumps(args))
+    found = stored_incidents(tmp_path / "run", tmp_path)
+    assert [(i["peak_step"], i["type"], i["cause"]) for i in found] == [
+        (1800, "recoverable", "batch_driven")
+    ]
+    assert stored_features(tmp_path)[0]["log_interval"] == 20
