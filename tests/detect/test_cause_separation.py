@@ -50,6 +50,7 @@ def _write(
     every: int = 1,
     scale: bool = False,
     scale_at: Callable[[int], float] = lambda step: 65536.0,
+    lr_at: Callable[[int], float] = _lr,
 ) -> Path:
     """A pre-training run from ~10.8 nats, logged every `every` steps (with the loss scale,
     scale_at(step), when `scale`); `shape(step, loss)` returns the (loss, gradient-norm
@@ -70,7 +71,7 @@ def _write(
             if scale:
                 w.add_scalar("train/loss_scale", scale_at(step), step)
             if lr:
-                w.add_scalar("train/learning_rate", _lr(step), step)
+                w.add_scalar("train/learning_rate", lr_at(step), step)
     args = {"learning_rate": PEAK_LR, "warmup_steps": WARM, "max_steps": N,
             "lr_scheduler_type": "cosine", "max_grad_norm": 1.0, **config}  # fmt: skip
     (folder / "config.json").write_text(json.dumps(args))
@@ -301,3 +302,30 @@ def test_a_batch_where_the_log_thinned_out_is_judged_at_the_spacing_there(
         (1800, "recoverable", "batch_driven")
     ]
     assert stored_features(tmp_path)[0]["log_interval"] == 20
+
+
+@pytest.mark.parametrize(
+    ("precision", "cause"),
+    [
+        ("bf16", "lr_too_high"),  # the rest refuted: what is left is the held LR
+        ("fp16", "unknown"),  # an overflow cascade could diverge the same way: left open
+    ],
+)
+def test_a_divergence_at_a_held_peak_lr_with_beta2_095_in_bf16_is_the_lrs(
+    tmp_path: Path, precision: str, cause: str
+) -> None:
+    """The LR held at its peak after warm-up; at step 2000, ten warm-ups in, the loss climbs
+    to 2.5x over 60 steps and stays there, the gradient norm 20x, with no drift before it.
+    beta2 = 0.95 refutes stale beta2, a batch heals, a fault is transient; in bf16 no
+    overflow cascade is possible either, so the held LR is what is left."""
+
+    def diverge(step: int, loss: float) -> tuple[float, float]:
+        k = min(1.0, max(0.0, (step - 2000) / 60))
+        return loss * math.exp(k * math.log(2.5)), (20.0 if step >= 2000 else 1.0)
+
+    def held(step: int) -> float:
+        return PEAK_LR * min(1.0, step / WARM)
+
+    config = {"adam_beta2": 0.95, precision: True, "lr_scheduler_type": "constant_with_warmup"}
+    found = stored_incidents(_write(tmp_path / "run", diverge, config, lr_at=held), tmp_path)
+    assert [(i["type"], i["cause"]) for i in found] == [("divergent", cause)]
