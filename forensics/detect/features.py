@@ -703,19 +703,40 @@ def _cascade_start(inc: Incident, data: RunData, hit: np.ndarray) -> int:
 
 
 def _scaler(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
+    """The scaler's halvings and skips up to the step where the loss went non-finite for
+    good (that step included): from there every step overflows and the scaler halves for
+    each, a reaction to a loss already gone (a too-high LR's divergence to NaN in an fp16
+    run), not a cascade that led to it. A burst of overflowing steps the loss comes back
+    from is the cascade itself. NaN iterations count over the whole incident."""
     lo = inc.onset_step - max(cfg.event_gap_steps, 3 * data.interval)
     hi = inc.span_end
+    cut = _gone_for_good(data, inc.onset_step, hi)
     evs = [e for e in inc.events if lo <= e.step <= hi]
+    kept = [e for e in evs if e.step <= cut]
     out: dict[str, FeatureValue] = {
-        "scale_halvings": float(sum(e.value for e in evs if e.kind == "scale_halving")),
-        "skipped": float(sum(e.value for e in evs if e.kind in ("skipped", "overflow"))),
+        "scale_halvings": float(sum(e.value for e in kept if e.kind == "scale_halving")),
+        "skipped": float(sum(e.value for e in kept if e.kind in ("skipped", "overflow"))),
         "nan_iters": float(sum(e.value for e in evs if e.kind == "nan_iter")),
     }
     if data.has("loss_scale"):
-        s = data.aux["loss_scale"].window(lo, hi)
+        s = data.aux["loss_scale"].window(lo, min(hi, cut))
         s = s[np.isfinite(s) & (s > 0)]
         out["scale_drop"] = float(s.max() / s.min()) if len(s) else 1.0
     else:
         out["scale_halvings"] = out["scale_halvings"] or None
         out["scale_drop"] = None
     return out
+
+
+def _gone_for_good(data: RunData, onset: int, hi: float) -> float:
+    """The first step of the non-finite losses that end the log after `onset` (the loss
+    never came back), else `hi`."""
+    if not len(data.loss.steps):
+        return hi  # no loss logged (an event-only incident): nothing went for good
+    st, v = data.loss.window_steps(onset, float(data.loss.steps[-1]))
+    finite = np.isfinite(v)
+    if not len(v) or finite[-1]:
+        return hi
+    last_ok = np.flatnonzero(finite)
+    first_bad = int(last_ok[-1]) + 1 if len(last_ok) else 0
+    return float(st[first_bad])

@@ -329,3 +329,29 @@ def test_a_divergence_at_a_held_peak_lr_with_beta2_095_in_bf16_is_the_lrs(
     config = {"adam_beta2": 0.95, precision: True, "lr_scheduler_type": "constant_with_warmup"}
     found = stored_incidents(_write(tmp_path / "run", diverge, config, lr_at=held), tmp_path)
     assert [(i["type"], i["cause"]) for i in found] == [("divergent", cause)]
+
+
+def test_halvings_after_the_loss_went_nan_are_no_overflow_cascade(tmp_path: Path) -> None:
+    """An fp16 run at a held peak LR, the gradient norm not logged: spikes at 2000, 2050 and
+    2100, each larger than the last, then the loss climbs and is NaN from 2150 to the end;
+    the scaler halves at every NaN step down to 1 (16 halvings). Those halvings are the
+    scaler reacting to a loss already gone; before it the scale held, so there was no
+    overflow cascade to blame, and without the gradient norm the LR cannot be named
+    either: the cause is left open. The old count named an fp16 overflow at 90%."""
+
+    def diverge(step: int, loss: float) -> tuple[float, float]:
+        if step >= 2150:
+            return float("nan"), 1.0
+        k = sum(a * math.exp(-(step - s) / 10) for s, a in ((2000, 0.3), (2050, 0.4), (2100, 0.55))
+                if step >= s)  # fmt: skip
+        return loss * math.exp(k + min(1.0, max(0.0, (step - 2120) / 30)) * math.log(2.0)), 1.0
+
+    def scale_at(step: int) -> float:
+        return 65536.0 / 2 ** min(16, max(0, step - 2149))
+
+    config = {"adam_beta2": 0.95, "fp16": True}
+    run = _write(tmp_path / "run", diverge, config, grad=False, scale=True, scale_at=scale_at)
+    found = stored_incidents(run, tmp_path)
+    assert [(i["type"], i["cause"]) for i in found] == [("divergent", "unknown")]
+    f = stored_features(tmp_path)[0]
+    assert f["scale_halvings"] <= 1 and f["nonfinite_loss"] >= 100
