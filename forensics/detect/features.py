@@ -17,6 +17,7 @@ from forensics.detect.config import DetectConfig
 from forensics.detect.data import Metric, RunData, number
 from forensics.detect.model import FeatureValue, Incident
 from forensics.detect.schedule import config_lr_frac
+from forensics.detect.typing import nonfinite_tail
 from forensics.detect.vocab import FEATURES
 
 # The part of v's jump whose decay gives beta2_eff (see _beta2_eff).
@@ -674,9 +675,15 @@ def _overflow_signs(inc: Incident, data: RunData, g: Metric) -> np.ndarray:
     so the step was skipped: what an fp16 loss scaler does on an overflow (HF Trainer,
     Lightning and Megatron log that step's grad norm as inf/nan)."""
     first_peak = min((s for s, _ in inc.peaks), default=inc.peak_step)
-    st, v = g.window_steps(inc.onset_step - max(50.0, 5 * data.interval), first_peak)
+    st, v = g.window_steps(_overflow_from(inc, data), first_peak)
     loss = np.array([data.loss.at_or_before(int(s)) for s in st], dtype=float)
     return st[~np.isfinite(v) & np.isfinite(loss)]
+
+
+def _overflow_from(inc: Incident, data: RunData) -> float:
+    """First step an overflow still belongs to the incident: max(50, 5 log intervals) before
+    its onset (the scaler fights for a while before the loss leaves its trend)."""
+    return inc.onset_step - max(50.0, 5 * data.interval)
 
 
 def _overflows(inc: Incident, hit: np.ndarray) -> dict[str, FeatureValue]:
@@ -691,15 +698,11 @@ def _cascade_start(inc: Incident, data: RunData, hit: np.ndarray) -> int:
     cascade (two or more skipped steps or halvings) that began before it. The scaler's fight
     is part of the incident; a gradient that only grew with it did not drift before it (an
     fp16 cascade), one that grew before it did (a too-high LR's gradient overflowing)."""
-    lo = inc.onset_step - max(50.0, 5 * data.interval)
-    kinds = ("scale_halving", "skipped", "overflow")
-    steps = sorted(
-        [float(s) for s in hit]
-        + [float(e.step) for e in inc.events if e.kind in kinds and e.step >= lo]
-    )
-    if len(steps) < 2 or steps[0] >= inc.onset_step:
+    lo, kinds = _overflow_from(inc, data), ("scale_halving", "skipped", "overflow")
+    steps = [*hit.tolist(), *(e.step for e in inc.events if e.kind in kinds and e.step >= lo)]
+    if len(steps) < 2 or min(steps) >= inc.onset_step:
         return inc.onset_step
-    return int(steps[0])
+    return int(min(steps))
 
 
 def _scaler(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
@@ -710,7 +713,8 @@ def _scaler(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Featur
     from is the cascade itself. NaN iterations count over the whole incident."""
     lo = inc.onset_step - max(cfg.event_gap_steps, 3 * data.interval)
     hi = inc.span_end
-    cut = _gone_for_good(data, inc.onset_step, hi)
+    tail = nonfinite_tail(data.loss, int(np.searchsorted(data.loss.steps, inc.onset_step)))
+    cut = hi if tail is None else tail
     evs = [e for e in inc.events if lo <= e.step <= hi]
     kept = [e for e in evs if e.step <= cut]
     out: dict[str, FeatureValue] = {
@@ -726,17 +730,3 @@ def _scaler(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Featur
         out["scale_halvings"] = out["scale_halvings"] or None
         out["scale_drop"] = None
     return out
-
-
-def _gone_for_good(data: RunData, onset: int, hi: float) -> float:
-    """The first step of the non-finite losses that end the log after `onset` (the loss
-    never came back), else `hi`."""
-    if not len(data.loss.steps):
-        return hi  # no loss logged (an event-only incident): nothing went for good
-    st, v = data.loss.window_steps(onset, float(data.loss.steps[-1]))
-    finite = np.isfinite(v)
-    if not len(v) or finite[-1]:
-        return hi
-    last_ok = np.flatnonzero(finite)
-    first_bad = int(last_ok[-1]) + 1 if len(last_ok) else 0
-    return float(st[first_bad])

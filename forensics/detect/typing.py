@@ -214,7 +214,7 @@ def type_shape(
     wend = last_peak_step + w
     closed = bool(len(loss) and loss.steps[-1] >= wend)
     i0 = int(np.searchsorted(loss.steps, last_peak_step, side="right"))
-    bad_from = _nonfinite_tail(loss, i0, log_space)
+    bad_from = nonfinite_tail(loss, i0, log_space)
     if i0 >= len(loss) or (bad_from is not None and bad_from <= wend):
         st, v = loss.steps[i0:], loss.values[i0:]
         return _divergent_nonfinite(st, v, _ok(v, log_space), w, wend, closed, cfg)
@@ -242,7 +242,7 @@ def type_shape(
     return shape
 
 
-def _nonfinite_tail(loss: Metric, i0: int, log_space: bool) -> float | None:
+def nonfinite_tail(loss: Metric, i0: int, log_space: bool = False) -> float | None:
     """Step where the run's non-finite tail (from point i0 on) begins; None when the last
     logged loss is finite."""
     if i0 >= len(loss) or _ok(loss.values[-1:], log_space)[0]:

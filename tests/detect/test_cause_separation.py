@@ -40,6 +40,11 @@ def _lr(step: int) -> float:
     return PEAK_LR * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
 
 
+def _pretrain_loss(step: int, rng: np.random.Generator) -> float:
+    """A pre-training loss from ~10.8 nats down a power law, with 1% noise."""
+    return (2.2 + 8.6 * (1 + step / 80) ** -0.6) * math.exp(rng.normal(0, 0.01))
+
+
 def _write(
     folder: Path,
     shape: Callable[[int, float], tuple[float, float]],
@@ -60,7 +65,7 @@ def _write(
     rng = np.random.default_rng(0)
     with SummaryWriter(str(folder)) as w:
         for step in range(1, N + 1):
-            base = (2.2 + 8.6 * (1 + step / 80) ** -0.6) * math.exp(rng.normal(0, 0.01))
+            base = _pretrain_loss(step, rng)
             loss, gmul = shape(step, base)
             g = 0.4 * gmul * math.exp(rng.normal(0, 0.05))
             if step % every:
@@ -286,7 +291,7 @@ def test_a_batch_where_the_log_thinned_out_is_judged_at_the_spacing_there(
     window: list[float] = []
     with SummaryWriter(str(tmp_path / "run")) as w:
         for step in range(1, N + 1):
-            loss = (2.2 + 8.6 * (1 + step / 80) ** -0.6) * math.exp(rng.normal(0, 0.01))
+            loss = _pretrain_loss(step, rng)
             window.append(loss * (7.0 if step == 1791 else 1.0))
             if step > 1000 and step % 20:
                 continue
