@@ -26,7 +26,10 @@ it and none refuted it, refuted in the mirror case, else inconclusive). Then:
   fix would not prevent it); at the confidence of the stronger of the two (replay confirmed
   the mechanism as a pair); the trigger is kept in `contributions` and named in the
   `replay.roles` evidence entry. A confirmed cause with no partner is stored with role
-  `cause`.
+  `cause`. An optimizer setting confirmed beside a trigger whose fix, measured, removes none
+  of the damage (its share <= 0: the fixed run did as much harm or more) amplified nothing:
+  it gets no row, the trigger is the cause, and the stated one when detection had named the
+  setting (the hypothesis stays confirmed, with the probe's numbers, in `findings`).
 
 The confidences before replay are kept in the evidence (`replay_prior_*`), so applying the
 verdicts again (a second `forensics replay`) starts from the detector's numbers, not from the
@@ -224,17 +227,25 @@ def roles(t: dict[str, Tested]) -> list[Contribution]:
     """The confirmed causes with their role: trigger, amplifier (when a trigger is confirmed
     too), or the sole cause. Amplifiers first, the largest share removed first."""
     confirmed = {c: x for c, x in t.items() if x.verdict == CONFIRMED}
+    best = {
+        c: max(x.shares.items(), key=lambda kv: -1.0 if kv[1][0] is None else kv[1][0])
+        for c, x in confirmed.items()
+    }
     has_trigger = any(c in TRIGGERS for c in confirmed)
-    has_amplifier = any(c in AMPLIFIERS for c in confirmed)
+    # an optimizer setting whose fix, run beside a confirmed trigger, removes none of the
+    # damage did not amplify it: no contribution, whatever its own probe confirmed
+    removed = {c: best[c][1][0] for c in confirmed if c in AMPLIFIERS}
+    inert = {c for c, v in removed.items() if has_trigger and v is not None and v <= 0}
+    has_amplifier = any(c in AMPLIFIERS for c in confirmed if c not in inert)
     out = []
-    for c, x in confirmed.items():
+    for c in confirmed:
+        if c in inert:
+            continue
         if c in TRIGGERS:
             role = TRIGGER if has_amplifier else SOLE
         else:
             role = AMPLIFIER if has_trigger and c in AMPLIFIERS else SOLE
-        probe, (value, measure) = max(
-            x.shares.items(), key=lambda kv: -1.0 if kv[1][0] is None else kv[1][0]
-        )
+        probe, (value, measure) = best[c]
         out.append(Contribution(c, role, value, probe, measure))
     rank = {AMPLIFIER: 0, SOLE: 1, TRIGGER: 2}
 
@@ -424,6 +435,12 @@ def choose(
         pair += [own[1]] if v0 == CONFIRMED else []
         _, _, rec = best.get(amp.cause, (floor, False, None))
         return amp.cause, max(pair), rec if rec is not None else rec0
+    if cause0 in AMPLIFIERS and contribs and cause0 not in {k.cause for k in contribs}:
+        # replay confirmed the optimizer setting, but beside a confirmed trigger its fix
+        # removes none of the damage (roles): the cause whose counterfactual does is stated
+        k = contribs[0]
+        conf, _, rec = best.get(k.cause, (adjust(0.0, CONFIRMED), False, None))
+        return k.cause, conf, rec if rec is not None else rec0
     if v0 == CONFIRMED and cause0 in t:  # a parent confirmed through a child names the child
         return own
     confirmed = [c for c, x in t.items() if x.verdict == CONFIRMED and c != cause0]

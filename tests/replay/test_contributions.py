@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from forensics.replay.verdicts import apply_verdicts
 from forensics.store import Store, open_store
 
@@ -107,6 +109,35 @@ def test_an_amplifier_whose_fix_alone_removes_less_than_half_is_not_stated(
     store.con.execute("DELETE FROM replays WHERE probe = 'stale_beta2' AND numbers LIKE '%0.7%'")
     apply_verdicts(store, RUN)
     assert _incident(store)["cause"] == "stale_beta2"
+
+
+@pytest.mark.parametrize("detected", ["stale_beta2", "rare_tokens"])
+def test_an_optimizer_setting_whose_fix_removes_none_of_the_damage_amplified_nothing(
+    tmp_path: Path, detected: str
+) -> None:
+    """Scenario draw 369036 at step 160: the stale_beta2 probe confirmed (the in-place reset
+    removed 53% of the added loss), but beta2 = 0.95 alone from the checkpoint before did
+    more harm (-82%, stored as 0). It is no amplifier of the rare-token batch: no row, no
+    "Trigger and amplifier" line, and the batch is the stated cause even where detection had
+    named beta2."""
+    store = _store(tmp_path, detected, 0.8, {detected: (True, 0.8)})
+    _replay(store, "rare_tokens", "rare_tokens", "confirmed", RARE)
+    _replay(store, "stale_beta2", "stale_beta2", "confirmed",
+            {"kept": 0.47, "fix_share_removed": -0.82})  # fmt: skip
+    apply_verdicts(store, RUN)
+    inc = _incident(store)
+    assert (inc["cause"], inc["replay"]) == ("rare_tokens", "confirmed")
+    assert _contribs(store) == {"rare_tokens": ("cause", (11.2 - 4.1) / 7.1, "rare_tokens")}
+    assert "replay.roles" not in inc["evidence"]
+    rows = store.query("SELECT cause, replay FROM findings").rows()
+    assert ("stale_beta2", "confirmed") in rows or detected == "rare_tokens"
+    # a fix that removes a little is still an amplifier, named beside the trigger
+    store.con.execute("DELETE FROM replays WHERE probe = 'stale_beta2'")
+    _replay(store, "stale_beta2", "stale_beta2", "confirmed",
+            {"kept": 0.47, "fix_share_removed": 0.1})  # fmt: skip
+    apply_verdicts(store, RUN)
+    assert _contribs(store)["stale_beta2"][:2] == ("amplifier", 0.1)
+    assert _incident(store)["cause"] == "rare_tokens"
 
 
 def test_the_largest_share_removed_is_the_stated_amplifier(tmp_path: Path) -> None:

@@ -75,6 +75,21 @@ def test_share_is_one_minus_the_fixed_damage_over_the_damage() -> None:
     )
 
 
+def test_a_fix_that_did_more_harm_removes_none_of_the_damage() -> None:
+    """The fixed run's damage above the trigger-free run exceeds the original's (stale beta2
+    draw 369036 at step 160: 2.32 against 1.27): the share is below zero, and the page says
+    the fix removes none of it, as the stored (clipped) share and the draws' spread do, not
+    "removes -82%" beside "0% to 0%"."""
+    w = _window(fixed=[5.9, 4.4, 4.1], other_clean=[[4.1, 4.2, 4.0]])
+    assert w.share == pytest.approx(-0.9)
+    assert share("stale_beta2", w.numbers())[0] == 0.0
+    text = w.sentence()
+    assert "the fix removes none of the damage (0%; it did as much or more)" in text
+    assert "is 1.9 (step 38) instead of 1 (step 38)" in text
+    assert "-" not in text.split("removes")[1].split(":")[0]
+    assert "; 0% to 0% over 2 draws" in text
+
+
 def test_other_stand_ins_give_the_share_its_spread() -> None:
     """Other ordinary batches in the run without the trigger move the share a few points:
     the first draw decides, the spread is stored and printed, and a spread over both sides

@@ -218,12 +218,17 @@ class FixShare:
                 f"allowance {self.a:.3g}"
             )  # fmt: skip
             return head + f"the fix's share is not measured: {why}"
+        removes = (
+            f"the fix removes {share_text(self.share)} of the damage"
+            if self.share > 0
+            else "the fix removes none of the damage (0%; it did as much or more)"
+        )
         return (
             head
             + (
-                f"the fix removes {share_text(self.share)} of the damage: the largest loss above "
-                f"{without} on the ordinary batches through step {self.end_step} is {left:.3g} "
-                f"(step {at_fixed}) instead of {hurt:.3g} (step {at})"
+                f"{removes}: the largest loss above {without} on the ordinary batches through "
+                f"step {self.end_step} is {left:.3g} (step {at_fixed}) instead of {hurt:.3g} "
+                f"(step {at})"
             )
             + spread_text(self.spread, len(self.draws))
         )
