@@ -4,9 +4,11 @@ Every rule is a hypothesis about one cause. On one incident it is
 
 - supported      its condition holds (confidence: the rule's, lowered for what is missing),
 - against        its `against` expression holds (the log refutes it), or its condition
-                 fails although everything it `needs` was logged,
+                 is false although everything it `needs` was logged,
 - not_evaluable  its condition fails and something it `needs` was not logged (`needs`
-                 then lists it: what to log to decide).
+                 then lists it: what to log to decide), or its condition is neither true
+                 nor false (three-valued: it turns on a feature this log does not give,
+                 e.g. rare tokens' beta2 after a slow recovery): undecided, not refuted.
 
 A cause with several rules takes its strongest status (supported > not_evaluable >
 against). The stated cause is the supported hypothesis with the highest confidence,
@@ -57,6 +59,10 @@ def weigh(rule: Rule, features: Mapping[str, object], have: set[str]) -> Hypothe
         return Hypothesis(
             rule.cause, "not_evaluable", 0.0, rule.id, reason, missing, finding.evidence
         )
+    if rule.condition.evaluate(features) is None:
+        # three-valued logic: the condition turns on a feature this log does not give
+        reason = f"undecided on this log (the condition turns on what it does not give): {values}"
+        return Hypothesis(rule.cause, "not_evaluable", 0.0, rule.id, reason, [], finding.evidence)
     reason = f"condition not met with its inputs logged: {values}"
     return Hypothesis(rule.cause, "against", 0.0, rule.id, reason, [], finding.evidence)
 

@@ -150,6 +150,41 @@ def test_rare_tokens_need_a_fivefold_gradient(tmp_path: Path, jump: float, cause
     assert inc["cause"] == cause
 
 
+@pytest.mark.parametrize(
+    ("config", "tau", "rare"),
+    [
+        ({"bf16": True}, 60.0, False),  # beta2 unknown, back after 100+ steps: left open
+        ({"bf16": True}, 6.0, True),  # beta2 unknown, back at once: nothing was amplified
+        ({"bf16": True, "adam_beta2": 0.95}, 60.0, True),  # a sane beta2 absorbs the kick
+    ],
+)
+def test_with_beta2_unknown_a_slow_recovery_leaves_rare_tokens_open(
+    tmp_path: Path, config: dict, tau: float, rare: bool
+) -> None:
+    """A 12x gradient at the loss peak, no echo. With beta2 not in the config (PyTorch's and
+    the HF Trainer's default is 0.999), a loss that takes 100+ steps to come back may be a
+    batch the optimizer amplified: the log does not refute the stale moment, so rare tokens
+    are not named and the hypothesis says beta2 would decide. Back at once, or with beta2
+    0.95 from the config, it is the batch."""
+    loss_x = 1 + _pulse(K, 0.5, 1, tau)
+    grad_x = _ones()
+    grad_x[K] = 12.0
+    cfg = {"learning_rate": PEAK_LR, "warmup_steps": WARMUP, **config}
+    stored_incidents(_write(tmp_path / "run", loss_x, grad_x, cfg), tmp_path)
+    inc, feats, rules = _stored_one(tmp_path)
+    assert feats["grad_ratio"] >= 10 and feats["echo_count"] == 0
+    assert (feats["recovery_steps"] >= 100) == (tau > 30)
+    assert ("rare_tokens" in rules) == rare
+    assert (inc["cause"] == "rare_tokens") == rare
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        status, reason = store.query(
+            "SELECT status, reason FROM hypotheses WHERE cause = 'rare_tokens'"
+        ).rows()[0]
+    # not "ruled out": the condition turns on the beta2 the log does not give
+    assert status == ("supported" if rare else "not_evaluable")
+    assert rare or reason.startswith("undecided on this log")
+
+
 @pytest.mark.parametrize(("own", "damage", "stale"), [(4.0, 0.12, False), (0.5, 0.35, True)])
 def test_without_a_gradient_jump_stale_beta2_needs_a_rise_that_holds(
     tmp_path: Path, own: float, damage: float, stale: bool
