@@ -106,16 +106,30 @@ def read_outcome(
     peak is within 10 steps of the expected peak or inside the true incident's span (`at` ..
     `end`: its recovery step, or the end of the run when it did not recover) -- the location
     rule of bench/accuracy.py: the onset of a slow climb is ill-defined, truth.json's being
-    its first point 30% above the late warm-up, detection's the start of the climb. Gives
+    its first point 30% above the late warm-up, detection's the start of the climb. As
+    there, any of the incident's peaks counts: a climb merged into an incident that began
+    with an earlier spike keeps the climb's peaks, though its highest is the spike. Gives
     its stated cause, replay verdict and the causes `contributions` holds per role."""
     last = at if end is None else end
-    inc = store.query(
-        "SELECT incident_id, cause, replay FROM incidents WHERE run_id = ? "
-        "AND (abs(onset_step - ?) <= 40 OR abs(peak_step - ?) <= 10 "
-        "OR peak_step BETWEEN ? AND ?) "
-        "ORDER BY abs(onset_step - ?) > 40, abs(onset_step - ?) LIMIT 1",
-        [run, at, at if peak is None else peak, at, last, at, at],
+    top = at if peak is None else peak
+    rows = store.query(
+        "SELECT incident_id, cause, replay, onset_step, peak_step, peaks FROM incidents "
+        "WHERE run_id = ?",
+        [run],
     ).to_dicts()
+
+    def located(r: dict[str, Any]) -> bool:
+        steps = [int(p["step"]) for p in json.loads(r["peaks"] or "[]")] or [r["peak_step"]]
+        return (
+            abs(r["onset_step"] - at) <= 40
+            or any(abs(s - top) <= 10 for s in steps)
+            or at <= r["peak_step"] <= last
+        )
+
+    inc = sorted(
+        (r for r in rows if located(r)),
+        key=lambda r: (abs(r["onset_step"] - at) > 40, abs(r["onset_step"] - at)),
+    )[:1]
     n = store.query("SELECT count(*) AS n FROM incidents WHERE run_id = ?", [run]).item()
     if not inc:
         return {"stated": "-", "replay": "-", "trigger": "-", "amplifier": "-", "incidents": n}

@@ -273,7 +273,7 @@ def _climb_incident(
     inc = Incident(
         id=0, metric=data.loss_name, origin="loss", onset_step=onset, peak_step=peak_step,
         peaks=peaks, trend=trend, sigma=sigma, shape=shape,
-        pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value,
+        pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value, climb=True,
     )  # fmt: skip
     _take_followers(inc, sc, data, incidents, cfg)
     return inc

@@ -124,6 +124,7 @@ def compute(
     f["single_point_peaks"] = _single_point_peaks(inc, data, cfg)
     f["lr_phase"] = _lr_phase(f.get("lr_frac"), f.get("warmup_progress"))
     f["warmup_end_divergence"] = _warmup_end_divergence(f, cfg)
+    f["warmup_climb"] = float(inc.climb)
     f["fading_train"] = _fading_train(f, cfg)
     inc.features = f
 

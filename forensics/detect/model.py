@@ -98,6 +98,7 @@ class Incident:
     events: list[Event] = field(default_factory=list)
     breakpoints: list[int] = field(default_factory=list)
     settle_step: int | None = None
+    climb: bool = False  # holds a warm-up climb (detector.warmup_rise)
     grad_norm_peak: float | None = None
     grad_norm_peak_step: int | None = None
     grad_norm_baseline: float | None = None  # median grad norm of the precursor window

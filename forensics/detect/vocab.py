@@ -56,6 +56,9 @@ FEATURES: dict[str, str] = {
     "uniform_loss": "that ln V, in nats",
     "uniform_source": "where that ln V comes from: config (vocab_size) or estimate (the "
     "initial loss or ln 32000)",
+    "warmup_climb": "1 when the incident holds a warm-up climb (detector.warmup_rise): the "
+    "9-point median loss back up by warmup_rise_min and 3 noise scales from its warm-up low "
+    "while the logged LR still ramps, the grad norm climbing 2x with it; 0 otherwise",
     "warmup_end_divergence": "1 when the incident diverged at 90% or more of its peak LR "
     "within 6 warm-up lengths of the start (the end of warm-up), 0 otherwise (or when it did "
     "not diverge), missing when the LR phase or warm-up length is unknown",

@@ -111,3 +111,24 @@ def test_the_climbs_peak_is_its_highest_loss_on_the_hump(frame, rules, seed: int
     loss[229] *= np.exp(0.2)  # step 230: the median ~12% up: past the hump
     (inc,) = _detect(frame, rules, loss, grad, _lr(120))
     assert 110 <= inc.peak_step <= 140
+
+
+@pytest.mark.slow
+def test_a_climb_an_early_spike_never_settled_from_is_still_the_lrs(tmp_path: Path) -> None:
+    """Simulated lr_too_high, seed 343664 at step 91 (300 steps), written by the simulator:
+    at 100x its LR the tiny model already blows up at step 8 (x2.6, the LR at 8% of its
+    peak), sits 3-5% above its start-up low through the warm-up, then climbs 83-118 with the
+    grad norm. The start-up spike never settles, so the climb's peaks join it: one incident
+    from step 7 whose highest point is the spike. The climb the detector found in it names
+    the LR (warmup_climb), not "unknown" (the LR at the onset is 8% of the peak)."""
+    from detect_helpers import stored_features, stored_incidents
+
+    from forensics.sim.simulate import simulate
+
+    run = tmp_path / "run"
+    simulate("lr_too_high", run, steps=300, seed=343664, at=91, device="cpu", plot=False)
+    (inc,) = stored_incidents(run, tmp_path)
+    (feats,) = stored_features(tmp_path)
+    assert inc["onset_step"] < 20 and feats["lr_frac"] < 0.2
+    assert feats["warmup_climb"] == 1
+    assert inc["cause"] == "lr_too_high"

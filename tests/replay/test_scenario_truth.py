@@ -90,3 +90,25 @@ def test_fresh_run_states_the_true_root_cause(
     if row["injected"] == "stale_beta2":  # the amplifier, its trigger named beside it
         assert row["trigger"].startswith("rare_tokens"), row
         assert row["amplifier"].startswith("stale_beta2"), row
+
+
+def test_any_peak_of_an_incident_locates_it_as_in_bench_accuracy(tmp_path: Path) -> None:
+    """lr_too_high 343664@91: the climb (truth: onset 83, peak 118) joined an incident that
+    began with a start-up spike at step 8, its highest point. bench/accuracy.py matches it by
+    any of its peaks (118); the scenario bench, which says it uses that rule, read only the
+    highest peak and the onset and found no incident."""
+    import json
+
+    from bench.scenario_truth import read_outcome  # type: ignore[import-not-found]
+    from forensics.store import open_store
+
+    peaks = [{"step": s, "value": 5.0} for s in (8, 83, 97, 118)]
+    with open_store(tmp_path / "s.duckdb") as store:
+        store.con.execute(
+            "INSERT INTO incidents (run_id, incident_id, metric, onset_step, peak_step, cause, "
+            "confidence, recovery, evidence, peaks, replay) "
+            "VALUES ('r', 1, 'loss', 7, 8, 'lr_too_high', 0.6, 'lower_lr', '[]', ?, 'confirmed')",
+            [json.dumps(peaks)],
+        )
+        assert read_outcome(store, "r", 83, 118, 300)["stated"] == "lr_too_high"
+        assert read_outcome(store, "r", 200, 250, 300)["stated"] == "-"  # no peak near 250
