@@ -435,14 +435,12 @@ def choose(
         pair += [own[1]] if v0 == CONFIRMED else []
         _, _, rec = best.get(amp.cause, (floor, False, None))
         return amp.cause, max(pair), rec if rec is not None else rec0
-    if cause0 in AMPLIFIERS and contribs and cause0 not in {k.cause for k in contribs}:
-        # replay confirmed the optimizer setting, but beside a confirmed trigger its fix
-        # removes none of the damage (roles): the cause whose counterfactual does is stated
-        k = contribs[0]
-        conf, _, rec = best.get(k.cause, (adjust(0.0, CONFIRMED), False, None))
-        return k.cause, conf, rec if rec is not None else rec0
-    if v0 == CONFIRMED and cause0 in t:  # a parent confirmed through a child names the child
-        return own
+    # a confirmed optimizer setting that roles() left out (beside a confirmed trigger its fix
+    # removes none of the damage) is not kept: the other confirmed causes are weighed below
+    named = {k.cause for k in contribs or []}
+    inert = cause0 in AMPLIFIERS and bool(named) and cause0 not in named
+    if v0 == CONFIRMED and cause0 in t and not inert:
+        return own  # a parent confirmed through a child names the child
     confirmed = [c for c, x in t.items() if x.verdict == CONFIRMED and c != cause0]
     if confirmed:
         c = max(confirmed, key=lambda c: best.get(c, (0.5, False, None))[0])
