@@ -43,6 +43,8 @@ class Incident:
     cause: str | None
     step: int | None = None  # offending step forced by `--step` (else found from the log)
     recovery: str | None = None  # detect's advice (`incidents.recovery`)
+    # its off-trend stretches after the first, in order: (first step off, its highest peak)
+    later: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -163,7 +165,7 @@ def _token_counts(store: Store, run_id: str) -> np.ndarray | None:
 
 def _incidents(store: Store, run_id: str) -> list[Incident]:
     frame = store.query(
-        "SELECT incident_id, onset_step, peak_step, end_step, pre_value, cause, recovery "
+        "SELECT incident_id, onset_step, peak_step, end_step, pre_value, cause, recovery, peaks "
         "FROM incidents "
         "WHERE run_id = ? ORDER BY incident_id",
         [run_id],
@@ -177,9 +179,27 @@ def _incidents(store: Store, run_id: str) -> list[Incident]:
             pre_value=r["pre_value"],
             cause=r["cause"],
             recovery=r["recovery"],
+            later=later_stretches(r["peaks"]),
         )
         for r in frame.iter_rows(named=True)
     ]
+
+
+def later_stretches(peaks: str | None) -> list[tuple[int, int]]:
+    """(first step off the trend, highest peak) of each off-trend stretch after the first,
+    from the stored `peaks` (detect.store._peaks: each peak with the stretch that holds it)."""
+    stretches: dict[int, tuple[int, float]] = {}
+    for p in json.loads(peaks or "[]"):
+        a, step = int(p["from"]), int(p["step"])
+        value = math.nan if p["value"] is None else float(p["value"])
+        if a not in stretches or _higher(value, stretches[a][1]):
+            stretches[a] = (step, value)
+    return [(a, stretches[a][0]) for a in sorted(stretches)[1:]]
+
+
+def _higher(a: float, b: float) -> bool:
+    """a is the higher peak; a non-finite (NaN) peak is the highest."""
+    return not math.isfinite(a) or (math.isfinite(b) and a > b)
 
 
 def select_incidents(data: RunData, incident_id: int | None, step: int | None) -> list[Incident]:

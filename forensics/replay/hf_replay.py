@@ -46,7 +46,15 @@ from forensics.replay.hf_model import (
 )
 from forensics.replay.manifest_source import load_recorded, recorded_batches
 from forensics.replay.measure import Batch, token_losses
-from forensics.replay.plan import Plan, excess, make_plan, prefer_lead, restore_before
+from forensics.replay.plan import (
+    Plan,
+    excess,
+    make_plan,
+    noted,
+    prefer_lead,
+    reachable,
+    restore_before,
+)
 from forensics.replay.probes import data_corruption as dc
 from forensics.replay.probes import optimizer, rare_tokens
 from forensics.replay.probes.base import Session
@@ -166,7 +174,8 @@ def replay_hf_incident(
     data = run.data
     if run.why is not None or run.index is None:
         return _all_not_run(data, inc, device, f"batches not rebuilt: {run.why}")
-    s = Session(data, make_plan(data, inc, k), device)
+    plan = reachable(data, make_plan(data, inc, k), lambda p: _has_checkpoint(run, p))
+    s = Session(data, plan, device)
     index = run.index
     results = [_data_probe(run, s)]
     results[0].numbers |= _skip_rows(run, inc)
@@ -196,7 +205,11 @@ def replay_hf_incident(
         results.append(_judge(run, s, off, ctrls))
     from forensics.replay.runner import arbitrate, confound, downgrade
 
-    return downgrade(arbitrate(confound(results, s)))
+    return downgrade(arbitrate(confound(noted(results, s.plan), s)))
+
+
+def _has_checkpoint(run: HFRun, plan: Plan) -> bool:
+    return any(c.step < plan.offending for c in run.ckpts)
 
 
 def _checkpoint(run: HFRun, plan: Plan) -> Checkpoint:

@@ -15,11 +15,13 @@ state as the offending batch, so a batch is only ever compared with its healthy 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from forensics.replay.context import Checkpoint, Incident, RunData
+from forensics.replay.result import ReplayResult
 
 REF_WINDOW = 100  # logged steps before the onset that define what a typical loss is
 TYPICAL_Z = 5.0  # ... within this many robust standard deviations of their median
@@ -41,6 +43,7 @@ class Plan:
     start: int  # counterfactual replays start from the state after this step (k/4 before)
     end: int  # last step replayed (>= start + k; up to the peak, window_end)
     k: int
+    note: str | None = None  # what was replayed instead of the incident's start (runner)
 
 
 @dataclass
@@ -66,6 +69,37 @@ def make_plan(data: RunData, inc: Incident, k: int) -> Plan:
     before = atypical_run(data, inc, band)
     controls = control_steps(data, inc, band, before[0] if before else inc.onset)
     return Plan(inc, offending, trend, noise, controls, before, start, end, k)
+
+
+def reachable(data: RunData, plan: Plan, restorable: Callable[[Plan], bool]) -> Plan:
+    """`plan`, or, when no checkpoint replay can restore precedes its offending step, the
+    plan of the incident's first later off-trend stretch that one precedes. An incident can
+    begin before the run's first checkpoint (a start-up blow-up at a too-high LR, which the
+    warm-up's climb or its echoes later join: one instability) and still have most of it
+    where the state exists; replaying that part tests the same cause, where the first
+    stretch could only have its batch read. A step forced with --step is replayed as asked.
+    `restorable`: whether the replay path (bundled model, the run's own Trainer) has a
+    checkpoint for a plan."""
+    inc = plan.incident
+    if inc.step is not None or restorable(plan):
+        return plan
+    for onset, peak in inc.later:
+        alt = make_plan(data, replace(inc, onset=onset, peak=peak, later=[]), plan.k)
+        if restorable(alt):
+            alt.note = (
+                f"replayed the incident's stretch from step {onset}: no checkpoint replay "
+                f"can restore precedes its first peak, step {plan.offending}"
+            )
+            return alt
+    return plan
+
+
+def noted(results: list[ReplayResult], plan: Plan) -> list[ReplayResult]:
+    """Every probe's detail says when the replay examined a later stretch (reachable)."""
+    if plan.note:
+        for r in results:
+            r.detail = f"{r.detail} ({plan.note})"
+    return results
 
 
 def window_end(start: int, peak: int, k: int) -> int:

@@ -30,7 +30,7 @@ from forensics.replay.context import (
 )
 from forensics.replay.hf_replay import is_hf_run
 from forensics.replay.manifest_source import recorded_batches
-from forensics.replay.plan import Plan, make_plan, restore_before
+from forensics.replay.plan import Plan, make_plan, noted, reachable, restore_before
 from forensics.replay.probes import data_corruption, optimizer, overflow, rare_tokens
 from forensics.replay.probes.base import Session
 from forensics.replay.probes.reproduce import hardware, reproduce
@@ -196,6 +196,8 @@ def replay_incident(
         nano = nanogpt_checkpoint(data, s.plan.offending, restore_before(s.plan))
         if nano is not None:
             return replay_nanogpt_incident(s, nano, tokenizer, judge)
+    else:
+        s.plan = reachable(data, s.plan, lambda p: restorable(data, p))
     results = [data_corruption.run(s)]
     t0 = time.perf_counter()
     try:
@@ -211,7 +213,16 @@ def replay_incident(
         if progress is not None:
             progress(f"incident {inc.incident_id}: training the reference judge (tier 2)")
         results.append(judge_batch(s))
-    return downgrade(arbitrate(confound(results, s)))
+    return downgrade(arbitrate(confound(noted(results, s.plan), s)))
+
+
+def restorable(data: RunData, plan: Plan) -> bool:
+    """restore_checkpoint finds a state for `plan` (plan.reachable's test on this path)."""
+    try:
+        restore_checkpoint(data, plan)
+    except StateUnavailable:
+        return False
+    return True
 
 
 def judge_batch(s: Session) -> ReplayResult:

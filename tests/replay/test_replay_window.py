@@ -58,3 +58,57 @@ def test_a_hugging_face_run_restores_before_the_lead_too() -> None:
     run = SimpleNamespace(ckpts=_run(30, 57, 60).checkpoints)
     assert _checkpoint(run, _plan(55, 61)).step == 30  # type: ignore[arg-type]
     assert _checkpoint(SimpleNamespace(ckpts=_run(58, 60).checkpoints), _plan(55, 61)).step == 60  # type: ignore[arg-type]
+
+
+def _climb_run(*ckpts: int) -> RunData:
+    """lr_too_high 343664@91's shape (300 steps): a start-up blow-up at step 8 that one
+    incident holds together with the warm-up climb it later joins (from 78, highest at 118)."""
+    data = _run(*ckpts)
+    loss = {s: 4.5 + 0.01 * (s % 3) for s in range(1, 301)}
+    loss |= {8: 11.0, 83: 7.5, 97: 6.6, 118: 8.7}
+    data.logged = {"loss": loss}
+    return data
+
+
+def _climb_incident(step: int | None = None) -> Incident:
+    return Incident(1, 7, 8, 219, 4.3, "lr_too_high", step, later=[(78, 118)])
+
+
+def test_an_incident_begun_before_the_first_checkpoint_replays_its_later_stretch() -> None:
+    from forensics.replay.plan import make_plan, reachable
+    from forensics.replay.runner import restorable
+
+    data = _climb_run(30, 60, 68, 90)
+    plan = reachable(data, make_plan(data, _climb_incident(), 20), lambda p: restorable(data, p))
+    assert plan.offending == 83 and plan.end == 118  # the climb, up to its highest peak
+    assert restore_checkpoint(data, plan).step == 68
+    assert plan.note is not None and "from step 78" in plan.note and "step 8" in plan.note
+
+
+def test_a_reachable_first_peak_or_a_forced_step_is_replayed_as_planned() -> None:
+    from forensics.replay.plan import make_plan, reachable
+    from forensics.replay.runner import restorable
+
+    data = _climb_run(5, 30, 60)
+    plan = reachable(data, make_plan(data, _climb_incident(), 20), lambda p: restorable(data, p))
+    assert plan.offending == 8 and plan.note is None
+    data = _climb_run(30, 60)  # --step 8: the user asked for that batch
+    plan = reachable(
+        data, make_plan(data, _climb_incident(step=8), 20), lambda p: restorable(data, p)
+    )
+    assert plan.offending == 8 and plan.note is None
+
+
+def test_later_stretches_read_from_the_stored_peaks() -> None:
+    import json
+
+    from forensics.replay.context import later_stretches
+
+    peaks = [
+        {"step": 8, "value": 11.0, "from": 7, "back": 22},
+        {"step": 83, "value": 7.5, "from": 78, "back": 219},
+        {"step": 118, "value": 8.7, "from": 78, "back": 219},
+        {"step": 250, "value": None, "from": 249, "back": None},  # a NaN peak
+    ]
+    assert later_stretches(json.dumps(peaks)) == [(78, 118), (249, 250)]
+    assert later_stretches(None) == []

@@ -30,6 +30,10 @@ from forensics.sim.scenarios import SCENARIOS
 # under the peak LR; the rule read the LR at the onset only and stated "unknown" (it now
 # also reads it at the peak, lr_frac_peak), and the bench required the onset within 40 steps
 # of the truth's 119 where bench/accuracy.py's rule (a peak inside the true span) holds.
+# lr_too_high 343664@91 (300 steps, draw 353220856) is pinned as a fifth: at 100x its LR the
+# model blew up at step 8, before the first checkpoint (30), and the warm-up climb (78-219)
+# joined that incident; replay, planned at step 8, had no state and was inconclusive. It now
+# replays the first stretch a checkpoint precedes (plan.reachable).
 #
 # The root cause is truth.json's: for stale_beta2 the amplifier only where restarting from
 # the checkpoint before the burst with beta2 = 0.95 removes half of the damage, the largest
@@ -52,6 +56,7 @@ PAIRS = [
     ("lr_too_high", 920123, 88, 200),
     ("lr_too_high", 688851, 77, 300),
     ("lr_too_high", 771817, 119, 300),
+    ("lr_too_high", 343664, 91, 300),
     ("fp16_overflow", 1618, 100, 200),
     ("fp16_overflow", 987745, 80, 200),
     ("fp16_overflow", 796683, 116, 200),
