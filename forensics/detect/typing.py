@@ -215,6 +215,10 @@ def type_shape(
     closed = bool(len(loss) and loss.steps[-1] >= wend)
     i0 = int(np.searchsorted(loss.steps, last_peak_step, side="right"))
     bad_from = nonfinite_tail(loss, i0, log_space)
+    if i0 < len(loss) and bad_from is not None and bad_from <= wend:
+        back = _back_before(loss, i0, bad_from, trend, sigma, w, wend, closed, cfg, log_space)
+        if back is not None:
+            return back
     if i0 >= len(loss) or (bad_from is not None and bad_from <= wend):
         st, v = loss.steps[i0:], loss.values[i0:]
         return _divergent_nonfinite(st, v, _ok(v, log_space), w, wend, closed, cfg)
@@ -239,6 +243,40 @@ def type_shape(
             )
         if not closed:
             shape.notes.append("the run ended before the recovery window closed")
+    return shape
+
+
+def _back_before(
+    loss: Metric,
+    i0: int,
+    bad_from: float,
+    trend: Trend,
+    sigma: float,
+    w: float,
+    wend: float,
+    closed: bool,
+    cfg: DetectConfig,
+    log_space: bool,
+) -> Shape | None:
+    """Recoverable when the loss was back on its trend (the recovery test, on a full
+    smooth_points median) before the run's non-finite tail began: a spike that healed and a
+    NaN that came later are two incidents (a one-step blip at 40, back at 41, NaN from 65;
+    a DLLogger run back 100 steps after its spike, NaN 1500 steps later), not one divergence
+    that began at the spike."""
+    sts, xs = _finite(loss, i0, int(np.searchsorted(loss.steps, bad_from)), log_space)
+    k = cfg.smooth_points
+    if len(xs) < k:
+        return None
+    shape = _recovered(sts[: len(xs)], xs, trend, sigma, effective_tolerance(cfg, sigma, k), w,
+                       wend, closed, cfg, log_space)  # fmt: skip
+    if shape is None or shape.end_step is None:
+        return None
+    if int(np.searchsorted(sts, shape.end_step)) + k > len(xs):
+        return None  # back on fewer than smooth_points points before the NaN: not settled
+    shape.notes.append(
+        f"back on its trend at step {shape.end_step}, before the loss went non-finite "
+        f"(from step {int(bad_from)}): that is an incident of its own"
+    )
     return shape
 
 

@@ -8,6 +8,7 @@ first NaN step, the last logged value), never used to re-judge the incident.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import polars as pl
@@ -98,7 +99,9 @@ def stretches(inc: Incident) -> list[Stretch]:
     for p in inc.peaks:
         for st in out:
             if (p.get("from"), p.get("back")) == (st.start, st.back):
-                st.peaks.append(Point(int(p["step"]), float(p["value"])))
+                # a non-finite peak is stored as null (JSON has no NaN): it reads NaN
+                value = math.nan if p["value"] is None else float(p["value"])
+                st.peaks.append(Point(int(p["step"]), value))
     return out
 
 

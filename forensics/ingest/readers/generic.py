@@ -1082,7 +1082,7 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
     without a counter. Epochs count from 0 when a 0 is printed, else from 1."""
     slot = pl.col("step_slot")
     num = pl.col("nums").list.get
-    step = num(slot, null_on_oob=True).cast(pl.Int64, strict=False)
+    step = _integer(num(slot, null_on_oob=True))
     ordinal = pl.col("ordinal").cast(pl.Int64).cum_sum()
     if headers is None and hit["epoch_slot"].is_null().all():  # most logs: the step as printed
         return hit.with_columns(
@@ -1117,6 +1117,14 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
     if hit["glued"].any():
         hit = _restart_offsets(hit, notes)
     return hit.drop("_step", "_epoch", "_total")
+
+
+def _integer(raw: pl.Expr) -> pl.Expr:
+    """A printed counter as an integer: `540`, or `540.0` as Lightning prints every logged
+    metric (NeMo's progress bar `global_step=540.0`); a fraction (`1.5`) is no counter."""
+    f = raw.cast(pl.Float64, strict=False)
+    whole = pl.when(f.is_finite() & (f == f.floor())).then(f.cast(pl.Int64, strict=False))
+    return pl.coalesce(raw.cast(pl.Int64, strict=False), whole)
 
 
 def _restart_offsets(hit: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
@@ -1307,6 +1315,7 @@ def read_generic(path: Path, text: str) -> ReadResult:
     if events:
         used |= set(overflow_lines)
     redraws = text.count("\r") - text.count("\r\n") if "\r" in text else 0
+    rows = _placeholders(rows, notes)
     notes = describe(found, ignored, lines, used, redraws) + notes + _no_training_loss(rows)
     return ReadResult(
         metrics=rows.select("step", "raw_name", "value", "wall_time"),
@@ -1314,6 +1323,36 @@ def read_generic(path: Path, text: str) -> ReadResult:
         warnings=notes,
         events=pl.concat(events) if events else None,
     )
+
+
+def _placeholders(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+    """A name that is NaN on every line, beside another name of the same metric that holds
+    finite values, is a placeholder, not a divergence: NeMo 1's Lightning progress bar prints
+    `loss=nan` (the bar's running loss, which NeMo's step does not feed) beside
+    `reduced_train_loss=3.950`. A divergence is NaN under both names. It keeps its values
+    under `<name> (placeholder)`, so the metric is read from the name that carries it."""
+    table = alias_table()
+    finite = rows.group_by("raw_name").agg(pl.col("value").is_finite().any().alias("any"))
+    by_metric: dict[str, list[tuple[str, bool]]] = {}
+    for name, has in finite.iter_rows():
+        by_metric.setdefault(table.canonical(name), []).append((name, has))
+    empty = {
+        name: carrier
+        for pairs in by_metric.values()
+        for name, has in pairs
+        if not has
+        for carrier in [next((n for n, h in pairs if h), None)]
+        if carrier is not None
+    }
+    for name, carrier in sorted(empty.items()):
+        notes.append(
+            f"generic reader: `{name}` is NaN on every line while `{carrier}` holds values: "
+            f"read as a placeholder (stored as `{name} (placeholder)`), not as a NaN loss"
+        )
+    if not empty:
+        return rows
+    renamed = pl.col("raw_name").replace({n: f"{n} (placeholder)" for n in empty})
+    return rows.with_columns(renamed.alias("raw_name"))
 
 
 def _no_training_loss(rows: pl.DataFrame) -> list[str]:

@@ -1,0 +1,107 @@
+"""Training-log styles quoted in public GitHub issues (seventh batch), one test per style.
+
+Each fixture quotes the lines as printed in the issue or pull request (URL beside it); where a
+test needs a longer run, the lines after the quoted ones are written in the same format. The
+tests check what the ingest stores (and, for a spike and a NaN, what analyze reports) through
+the library path the CLI calls, and each says what the tool did before.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import duckdb
+from issue_log_helpers import stored as _stored
+
+from forensics.analyze import AnalyzeOptions, analyze
+
+# ----- NeMo 1 (Megatron GPT) Lightning progress bar -----------------------------------------------
+# Captured to a file, a tqdm bar keeps every redraw on one physical line, `\r` between them.
+# Lightning's own running `loss` is NaN (NeMo's step does not feed it); the loss is
+# `reduced_train_loss`, the step `global_step`, printed as a float (`564.0`).
+_NEMO1_REDRAWS = [
+    "Epoch 0:   3%|▎         | 565/20101 [2:12:19<76:15:08, 14.05s/it, loss=nan, v_num=, val_loss_step=11.30, reduced_train_loss=3.910, gradient_norm=1.010, parameter_norm=1552.0, global_step=564.0, consumed_samples=1.45e+5, throughput=19.00, ",  # noqa: E501
+    "Epoch 0:   3%|▎         | 566/20101 [2:12:32<76:14:33, 14.05s/it, loss=nan, v_num=, val_loss_step=11.30, reduced_train_loss=3.910, gradient_norm=1.010, parameter_norm=1552.0, global_step=564.0, consumed_samples=1.45e+5, throughput=19.00, ",  # noqa: E501
+    "Epoch 0:   3%|▎         | 566/20101 [2:12:32<76:14:33, 14.05s/it, loss=nan, v_num=, val_loss_step=11.30, reduced_train_loss=4.000, gradient_norm=1.010, parameter_norm=1544.0, global_step=565.0, consumed_samples=1.45e+5, throughput=19.00, ",  # noqa: E501
+    "Epoch 0:   3%|▎         | 567/20101 [2:12:45<76:14:00, 14.05s/it, loss=nan, v_num=, val_loss_step=11.30, reduced_train_loss=4.000, gradient_norm=1.010, parameter_norm=1544.0, global_step=565.0, consumed_samples=1.45e+5, throughput=19.00, ",  # noqa: E501
+]  # https://github.com/aws-neuron/neuronx-nemo-megatron/pull/28
+
+
+def test_nemo1_progress_bar_reads_global_step_and_reduced_train_loss(tmp_path: Path) -> None:
+    # before: `global_step=564.0` was not an integer, so no line was a record ("no metric log
+    # found"); with the step read, Lightning's placeholder `loss=nan` won over
+    # `reduced_train_loss` (the canonical name beats an alias) and every loss was NaN
+    fmt, m, w = _stored(tmp_path, "\r".join(_NEMO1_REDRAWS) + "\n")
+    assert fmt == "generic_text"
+    assert m["loss"] == {564: 3.910, 565: 4.000}
+    assert m["grad_norm"] == {564: 1.010, 565: 1.010}
+    assert m["param_norm"] == {564: 1552.0, 565: 1544.0}
+    assert m["consumed_samples"][565] == 1.45e5
+    placeholder = m["loss_(placeholder)"]  # kept, under a name that says what it is
+    assert set(placeholder) == {564, 565} and all(math.isnan(v) for v in placeholder.values())
+    assert any("placeholder" in x and "reduced_train_loss" in x for x in w)
+
+
+def test_a_name_nan_on_every_line_is_still_a_nan_loss_without_another_name(
+    tmp_path: Path,
+) -> None:
+    # the placeholder rule needs a second name that carries values: a run whose only loss
+    # is NaN diverged, and its NaNs are the evidence
+    text = "".join(f"step {s} | loss nan | grad_norm {1.0 + s / 100:.2f}\n" for s in range(1, 6))
+    _, m, w = _stored(tmp_path, text)
+    assert set(m["loss"]) == {1, 2, 3, 4, 5} and all(math.isnan(v) for v in m["loss"].values())
+    assert not any("placeholder" in x for x in w)
+
+
+# ----- torchtune DiskLogger -----------------------------------------------------------------------
+TORCHTUNE_1358 = """\
+Step 1 | loss:2.085338592529297 lr:2e-05 tokens_per_second_per_gpu:57.828881833956174
+Step 2 | loss:1.8718312978744507 lr:2e-05 tokens_per_second_per_gpu:405.044978758513
+Step 3 | loss:1.1732845306396484 lr:2e-05 tokens_per_second_per_gpu:655.9372371931469
+Step 4 | loss:1.1244843006134033 lr:2e-05 tokens_per_second_per_gpu:417.49818620797487
+Step 5 | loss:0.9739330410957336 lr:2e-05 tokens_per_second_per_gpu:414.73347397639026
+Step 6 | loss:0.8440025448799133 lr:2e-05 tokens_per_second_per_gpu:345.44944748351764
+Step 7 | loss:0.9451338052749634 lr:2e-05 tokens_per_second_per_gpu:408.6546853024294
+Step 8 | loss:0.8629082441329956 lr:2e-05 tokens_per_second_per_gpu:402.3016704011016
+Step 9 | loss:0.6810362935066223 lr:2e-05 tokens_per_second_per_gpu:698.9489335304891
+Step 10 | loss:1.0359036922454834 lr:2e-05 tokens_per_second_per_gpu:962.2259327743811
+Step 11 | loss:1.0432602167129517 lr:2e-05 tokens_per_second_per_gpu:477.88804137904646
+Step 12 | loss:1.1174635887145996 lr:2e-05 tokens_per_second_per_gpu:542.9797193194343
+"""  # https://github.com/meta-pytorch/torchtune/pull/1358 (log_1723844072.txt)
+
+
+def _torchtune_run(folder: Path) -> Path:
+    """The quoted steps, then the same format to step 80: a one-step spike at 40 (back at
+    41), the loss NaN from 65 to the end."""
+    lines = [TORCHTUNE_1358]
+    for s in range(13, 81):
+        loss = 0.95 + 0.08 * math.sin(1.7 * s)
+        text = "nan" if s >= 65 else repr(5.9 if s == 40 else loss)
+        lines.append(f"Step {s} | loss:{text} lr:2e-05 tokens_per_second_per_gpu:500.0\n")
+    folder.mkdir()
+    (folder / "log_1723844072.txt").write_text("".join(lines), encoding="utf-8")
+    return folder
+
+
+def test_a_healed_spike_and_a_later_nan_are_two_incidents_and_both_are_reported(
+    tmp_path: Path,
+) -> None:
+    # before: the spike at 40 was typed divergent because the loss went non-finite inside
+    # its recovery window, so the NaN from 65 was folded into it (one "divergent" incident
+    # from step 40, the NaN as its second peak), and writing that post-mortem crashed on the
+    # NaN peak (stored as null): `float(None)` in report/incident.stretches
+    run = _torchtune_run(tmp_path / "torchtune")
+    out = tmp_path / "out"
+    analyze(run, out, options=AnalyzeOptions(replay=False, report=True))
+    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
+        rows = con.execute(
+            "SELECT onset_step, peak_step, end_step, type FROM incidents ORDER BY onset_step"
+        ).fetchall()
+    assert rows == [(40, 40, 41, "recoverable"), (65, 65, None, "divergent")]
+    listed = json.loads((out / "incidents.json").read_text())
+    assert len(listed["incidents"] if isinstance(listed, dict) else listed) == 2
+    pages = sorted((out / "postmortems").glob("*.md"))
+    assert len(pages) == 2
+    assert "NaN" in pages[1].read_text()
