@@ -246,6 +246,9 @@ def type_shape(
     return shape
 
 
+BACK_BEFORE_NAN = 3  # logged points back on the trend before a NaN that make it recovered
+
+
 def _back_before(
     loss: Metric,
     i0: int,
@@ -258,21 +261,22 @@ def _back_before(
     cfg: DetectConfig,
     log_space: bool,
 ) -> Shape | None:
-    """Recoverable when the loss was back on its trend (the recovery test, on a full
-    smooth_points median) before the run's non-finite tail began: a spike that healed and a
-    NaN that came later are two incidents (a one-step blip at 40, back at 41, NaN from 65;
-    a DLLogger run back 100 steps after its spike, NaN 1500 steps later), not one divergence
-    that began at the spike."""
+    """Recoverable when the loss was back on its trend (the recovery test, on at least
+    BACK_BEFORE_NAN logged points from where it was back) before the run's non-finite tail
+    began: a spike that healed and a NaN that came later are two incidents, not one
+    divergence that began at the spike (torchtune: a one-step blip at 40, back at 41, NaN
+    from 65; a Hugging Face run back 10 steps after its spike at 350, then DeepSpeed's
+    scale collapsing from 375 and the loss NaN at 390)."""
     sts, xs = _finite(loss, i0, int(np.searchsorted(loss.steps, bad_from)), log_space)
-    k = cfg.smooth_points
-    if len(xs) < k:
+    if len(xs) < BACK_BEFORE_NAN:
         return None
-    shape = _recovered(sts[: len(xs)], xs, trend, sigma, effective_tolerance(cfg, sigma, k), w,
-                       wend, closed, cfg, log_space)  # fmt: skip
+    k = min(cfg.smooth_points, len(xs))
+    shape = _recovered(sts, xs, trend, sigma, effective_tolerance(cfg, sigma, k), w, wend,
+                       closed, cfg, log_space)  # fmt: skip
     if shape is None or shape.end_step is None:
         return None
-    if int(np.searchsorted(sts, shape.end_step)) + k > len(xs):
-        return None  # back on fewer than smooth_points points before the NaN: not settled
+    if int(np.searchsorted(sts, shape.end_step)) + BACK_BEFORE_NAN > len(xs):
+        return None  # back on fewer logged points than that before the NaN: not settled
     shape.notes.append(
         f"back on its trend at step {shape.end_step}, before the loss went non-finite "
         f"(from step {int(bad_from)}): that is an incident of its own"

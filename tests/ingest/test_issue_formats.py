@@ -22,9 +22,15 @@ def test_hf_trainer_stdout_dicts_without_a_step(tmp_path: Path) -> None:
     )
     fmt, m, warnings = _stored(tmp_path, text)
     assert fmt == "generic_text"
-    assert m["loss"] == {1: 0.2051, 2: 0.0, 3: 0.0}
+    # `loss: 0.0` beside a NaN grad norm is the Trainer's stand-in for a NaN window
+    # (logging_nan_inf_filter), read as trainer_state.json's reader reads it
+    assert m["loss"][1] == 0.2051 and math.isnan(m["loss"][2]) and math.isnan(m["loss"][3])
     assert all(math.isnan(v) for v in m["grad_norm"].values())
     assert any("no step counter" in w and "numbered 1, 2" in w for w in warnings)
+    assert any("'loss: 0.0' entries (steps 2..3) read as NaN" in w for w in warnings)
+    # a 0.0 beside a finite grad norm is a real (rounded) loss
+    _, m, _ = _stored(tmp_path, text.replace("'grad_norm': nan", "'grad_norm': 0.5"))
+    assert m["loss"] == {1: 0.2051, 2: 0.0, 3: 0.0}
 
 
 def test_mmengine_epoch_and_iteration(tmp_path: Path) -> None:

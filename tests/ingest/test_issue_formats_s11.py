@@ -105,3 +105,57 @@ def test_a_healed_spike_and_a_later_nan_are_two_incidents_and_both_are_reported(
     pages = sorted((out / "postmortems").glob("*.md"))
     assert len(pages) == 2
     assert "NaN" in pages[1].read_text()
+
+
+# ----- Hugging Face Trainer's stdout under DeepSpeed fp16 -----------------------------------------
+# the lines of ymcui/Chinese-LLaMA-Alpaca#534 (DeepSpeed fp16 under the HF Trainer, stdout):
+# the bar redrawn each step, DeepSpeed's overflow record glued to it, a dict every 10 steps
+_BAR = " 14%|█▍        | {s}/2724 [14:00:21<86:09:52, 132.28s/it]"
+_OVERFLOW = (
+    "[2023-06-07 22:18:11,762] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! "
+    "Rank 0 Skipping step. Attempted loss scale: {a}, reducing to {b}"
+)
+_DICT = "{{'loss': {loss}, 'learning_rate': 0.0001961913563176343, 'epoch': 0.28}}"
+
+
+def _deepspeed_stdout(folder: Path) -> Path:
+    """Steps 300-390: a one-window spike at 350 (back at 360), then the scaler halving from
+    65536 at every step from 375 down to 1, and the window at 390 printed `'loss': 0.0`."""
+    lines, scale = [], 65536
+    for s in range(300, 391):
+        bar = _BAR.format(s=s)
+        if s >= 375:
+            lines.append(bar + _OVERFLOW.format(a=scale, b=scale // 2))
+            scale //= 2
+        else:
+            lines.append(bar)
+        if s % 10 == 0:
+            loss = "0.0" if s == 390 else "4.8812" if s == 350 else f"{2.3 - 0.004 * (s - 300):.4f}"
+            lines += ["", _DICT.format(loss=loss), ""]
+    lines.append(
+        "Exception: Current loss scale already at minimum - cannot decrease scale anymore."
+    )
+    folder.mkdir()
+    (folder / "train.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_deepspeed_stdout_spike_then_scaler_collapse_are_two_incidents(tmp_path: Path) -> None:
+    # before: the 0.0 loss at 390 was stored as 0.0, so the whole loss screen left its log
+    # scale (the post-mortem's pre-spike trend read 0.98 for a loss near 2.2) and the spike
+    # at 350 swallowed the scaler's collapse: one incident
+    out = tmp_path / "out"
+    analyze(_deepspeed_stdout(tmp_path / "ds"), out, options=AnalyzeOptions(replay=False))
+    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
+        rows = con.execute(
+            "SELECT onset_step, peak_step, end_step, type, cause, pre_value FROM incidents "
+            "ORDER BY onset_step"
+        ).fetchall()
+        (last,) = con.execute(
+            "SELECT value FROM metrics WHERE metric = 'loss' AND step = 390"
+        ).fetchall()
+    # the overflow glued to the bar of step 375 interrupted the step after it: 376
+    assert [r[:4] for r in rows] == [(350, 350, 360, "recoverable"), (376, 390, None, "divergent")]
+    assert rows[1][4] == "fp16_overflow"
+    assert 2.0 < rows[0][5] < 2.4  # the pre-spike trend, in the loss's own units
+    assert math.isnan(last[0])

@@ -1315,7 +1315,7 @@ def read_generic(path: Path, text: str) -> ReadResult:
     if events:
         used |= set(overflow_lines)
     redraws = text.count("\r") - text.count("\r\n") if "\r" in text else 0
-    rows = _placeholders(rows, notes)
+    rows = _hf_standins(_placeholders(rows, notes), lines, notes)
     notes = describe(found, ignored, lines, used, redraws) + notes + _no_training_loss(rows)
     return ReadResult(
         metrics=rows.select("step", "raw_name", "value", "wall_time"),
@@ -1353,6 +1353,32 @@ def _placeholders(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
         return rows
     renamed = pl.col("raw_name").replace({n: f"{n} (placeholder)" for n in empty})
     return rows.with_columns(renamed.alias("raw_name"))
+
+
+def _hf_standins(rows: pl.DataFrame, lines: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+    """The Hugging Face Trainer's printed dicts (`{'loss': 0.0, 'learning_rate': ...}` on
+    stdout) log 0.0 for a window whose every loss was NaN/Inf, as its trainer_state.json
+    does: the same reading as hf_trainer's (nan_standins), so a run's stdout and its
+    trainer_state.json tell the same story."""
+    from forensics.ingest.readers.hf_trainer import nan_standins, standin_warning
+
+    printed = lines.filter(pl.col("text").str.contains(r"^\s*\{'loss': ", literal=False))
+    if printed.height == 0:
+        return rows
+    mine = rows.filter(
+        pl.col("line").is_in(printed["line"].implode())
+        & pl.col("raw_name").is_in(["loss", "grad_norm"])
+    ).sort("line")
+    entries: dict[int, dict[str, float | int]] = {}
+    for line, step, name, value in mine.select("line", "step", "raw_name", "value").iter_rows():
+        entries.setdefault(line, {"step": step})[name] = value
+    standins = nan_standins([e for e in entries.values() if "loss" in e])
+    if not standins:
+        return rows
+    notes.append(standin_warning(standins))
+    at = pl.col("line").is_in(list(entries)) & pl.col("step").is_in(list(standins))
+    zero = at & (pl.col("raw_name") == "loss") & (pl.col("value") == 0.0)
+    return rows.with_columns(pl.when(zero).then(float("nan")).otherwise("value").alias("value"))
 
 
 def _no_training_loss(rows: pl.DataFrame) -> list[str]:

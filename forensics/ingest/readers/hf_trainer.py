@@ -111,18 +111,22 @@ def _rows(history: list[Any]) -> tuple[list[tuple[int, str, float]], dict[str, A
     warnings = []
     if skipped:
         warnings.append(f"{skipped} log_history entries without an integer 'step' skipped")
-    standins = _nan_standins(history)
+    standins = nan_standins(history)
     if standins:
         rows = [(s, k, math.nan if k == "loss" and s in standins else v) for s, k, v in rows]
-        first, last = min(standins), max(standins)
-        warnings.append(
-            f"{len(standins)} 'loss: 0.0' entries (steps {first}..{last}) read as NaN: "
-            "logging_nan_inf_filter logs 0.0 for a window whose every loss was NaN/Inf"
-        )
+        warnings.append(standin_warning(standins))
     return rows, summary, warnings
 
 
-def _nan_standins(history: list[Any]) -> set[int]:
+def standin_warning(standins: set[int]) -> str:
+    first, last = min(standins), max(standins)
+    return (
+        f"{len(standins)} 'loss: 0.0' entries (steps {first}..{last}) read as NaN: "
+        "logging_nan_inf_filter logs 0.0 for a window whose every loss was NaN/Inf"
+    )
+
+
+def nan_standins(history: list[Any]) -> set[int]:
     """Steps whose logged `loss: 0.0` stands for a non-finite loss (see the module doc)."""
     train = [
         e for e in history
