@@ -56,9 +56,21 @@ def test_a_level_that_stays_above_the_twin_is_lingering_even_if_it_falls() -> No
 def test_nonfinite_to_the_end_is_divergent() -> None:
     twin = _curve()
     run = twin.copy()
+    run[600:650] *= 1.5  # off the twin from the peak until the loss goes NaN
     run[650:] = math.nan
     shape = expected_shape(_rows(run), _rows(twin), onset=600, last_peak=600)
     assert shape.type == "divergent"
+
+
+def test_back_on_the_twin_before_the_nan_is_recoverable() -> None:
+    """Detection's rule: a spike the loss healed from before the run went NaN is recoverable,
+    and the NaN is an incident of its own."""
+    twin = _curve()
+    run = twin.copy()
+    run[600] *= 1.5
+    run[650:] = math.nan
+    shape = expected_shape(_rows(run), _rows(twin), onset=600, last_peak=600)
+    assert shape.type == "recoverable" and shape.end_step == 602  # steps count from 1
 
 
 def test_same_window_as_detection() -> None:
