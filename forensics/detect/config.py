@@ -210,6 +210,10 @@ class DetectConfig:
     moderate_steps: int = 50
     moderate_fraction: float = 0.01
     moderate_gpu_hours: float = 1.0
+    # moderate too, whatever it cost: the peak at least (1 + this) x the pre-spike trend,
+    # or a spike at the same step in at least this many other runs of the store
+    moderate_rise: float = 1.0
+    moderate_cross_runs: int = 2
     major_fraction: float = 0.1
     major_gpu_hours: float = 100.0
 

@@ -359,4 +359,14 @@ def severity(inc: Incident, run_steps: int, cfg: DetectConfig) -> str:
         gpu_h >= cfg.moderate_gpu_hours
     ):
         return "moderate"
-    return "minor"
+    return "moderate" if notable(inc, cfg) else "minor"
+
+
+def notable(inc: Incident, cfg: DetectConfig) -> bool:
+    """A spike that healed at once is still worth its own post-mortem when the loss at
+    least doubled (Mixtral's x2.1 at step 4050, back in 20 steps) or when other runs of the
+    store spiked at the same step (modded-nanogpt's 946/947: the data at that point): the
+    engineer asks about those, whatever they cost."""
+    rise, others = inc.features.get("rise"), inc.features.get("cross_runs")
+    doubled = isinstance(rise, float) and rise >= cfg.moderate_rise
+    return doubled or (isinstance(others, (int, float)) and others >= cfg.moderate_cross_runs)

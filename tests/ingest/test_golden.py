@@ -39,7 +39,10 @@ def test_nan_string_is_no_data_numeric_nan_is_a_value() -> None:
     assert set(res.metrics["raw_name"]) == {
         "lm loss", "mtp_1 loss", "num-zeros", "iteration-time", "mem-allocated-bytes",
     }  # fmt: skip
-    assert len(res.warnings) == 1 and '3 "nan" entries (first at step 8' in res.warnings[0]
+    assert len(res.warnings) == 1
+    assert res.warnings[0].endswith(
+        '3 "nan" entries hold no data: steps 8-10 after its last value at step 7'
+    )
 
 
 def test_list_form_uses_start_and_interval() -> None:

@@ -116,3 +116,22 @@ def test_hf_trainer_state_train_and_eval_apart(real_logs: Path, tmp_db: Path) ->
         assert dict(loss.select("step", "value").rows()) == train
         assert stored(store, "hf", "eval_g0_loss") == {e["step"]: e["eval_g0_loss"] for e in evals}
         assert store.metrics_long("hf", ["val_loss"]).height == 0  # eval_gN_loss stay apart
+
+
+def test_nan_string_warning_says_where_the_holes_are(real_logs: Path, tmp_path: Path) -> None:
+    # before: "1707 "nan" entries (first at step 13555, last at step 24000) hold no data: the
+    # run stopped early or had not reached them", on a run that logged up to step 23405:
+    # four holes in the middle, which the run overview's line crosses
+    with open_store(tmp_path / "g.duckdb") as store:
+        (summary,) = ingest(store, [real_logs / MEGATRON / MIXTRAL_A100])
+    (warning,) = [w for w in summary.sources[0].warnings if "hold no data" in w]
+    assert '1707 "nan" entries hold no data' in warning
+    assert "4 gap(s) inside the run (steps 13555-15230, steps 15805-17520, " in warning
+    assert "steps 23410-24000 after its last value at step 23405" in warning
+    assert "stopped early or had not reached" not in warning
+    with open_store(tmp_path / "r.duckdb") as store:
+        (summary,) = ingest(store, [real_logs / MEGATRON / RESUME_2ND])
+    (warning,) = [w for w in summary.sources[0].warnings if "hold no data" in w]
+    assert warning.endswith(
+        '50 "nan" entries hold no data: steps 1-50 before its first value at step 51'
+    )

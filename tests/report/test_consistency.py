@@ -250,6 +250,45 @@ def test_modded_nanogpt_runs_report_their_recurrence(real_logs: Path, tmp_path: 
         if (t := f.read_text()).splitlines()[0].endswith("— step 946")
     ]
     assert "- step 946: 3 other runs: " in pm and "**Cross-run:**" in pm
+    # a page of its own by default: a spike at the same step in >= 2 other runs is moderate
+    assert "severity **moderate**" in pm.split("\n\n")[1]
+    # a run's own noise tail may call a jump routine (SOAP's 947: "chance of at least one
+    # 80%") beside a Cross-run section where 4 other runs spike there: the page says the
+    # first weighs that run alone
+    both = [
+        t
+        for f in sorted(tmp_path.glob("*/postmortems/spike-*.md"))
+        if "**Cross-run:**" in (t := f.read_text()) and "**How unusual the jump is:**" in t
+    ]
+    assert both and all("That weighs this run alone" in t for t in both)
     assert "**What to log next:** `grad_norm`" in pm
     assert "batch-driven (rare tokens or corrupt data" in pm
     assert len(pm.split("<details>")[0].splitlines()) <= 120
+
+
+def test_a_page_says_when_the_log_ends_before_its_500_step_mark(
+    real_logs: Path, tmp_path: Path
+) -> None:
+    """QuantizedFP4 spikes 125 and 481 steps before its log ends: their Outcome quoted no
+    level "500 steps after the peak" and did not say why (the recovery window never closed)."""
+    log = (
+        real_logs
+        / MODDED
+        / (
+            "records__track_1_short__2024-11-14_QuantizedFP4__932bbe0e-41c3-4a5b-94bd-4ea3350909bd.txt"
+        )
+    )
+    db, run_id = _analyze(log, tmp_path)
+    with open_store(db, read_only=True) as store:
+        (last,) = store.query(
+            "SELECT max(step) FROM metrics WHERE run_id = ? AND metric = 'loss'", [run_id]
+        ).row(0)
+        late = store.query(
+            "SELECT incident_id, peak_step FROM incidents WHERE run_id = ? AND peak_step > ?",
+            [run_id, last - 500],
+        ).rows()
+    assert late  # the run has such spikes
+    for iid, peak in late:
+        page = (tmp_path / "postmortems" / f"spike-{iid:02d}.md").read_text()
+        said = f"The log ends at step {last}, {last - peak} steps after the peak"
+        assert said in page and "500 steps after the peak (" not in page, iid

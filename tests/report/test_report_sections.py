@@ -98,3 +98,33 @@ def test_competing_hypotheses_cite_replay_refutation(docs: dict[str, dict[str, s
 def test_missing_fp16_metric_asked_only_for_fp16(docs: dict[str, dict[str, str]]) -> None:
     assert "`loss_scale`" not in sections(docs["llm-13b-bf16"]["README.md"])["Metrics coverage"]
     assert "`param_norm`" in sections(docs["llm-13b-bf16"]["README.md"])["Metrics coverage"]
+
+
+XTUNER_658 = (
+    "2024/05/07 11:45:16 - mmengine - INFO - Iter(train) [ 510/2046]  lr: 1.7590e-04  eta: "
+    "1:25:37  time: 22.5450  data_time: 19.6772  memory: 15266  loss: 0.6919  grad_norm: nan\n"
+)  # https://github.com/InternLM/xtuner/issues/658: the grad norm is NaN on every line
+
+
+def test_a_grad_norm_nan_all_along_did_not_turn_nan_with_the_incident(tmp_path: Path) -> None:
+    """The page said "The gradient norm turned NaN/Inf at step 1190" for a loss spike at 1200
+    of a run whose grad norm (fp16 AMP, xtuner) was NaN on every logged line."""
+    from forensics.analyze import AnalyzeOptions, analyze
+
+    lines = [XTUNER_658]
+    for it in range(520, 2050, 10):
+        loss = {1200: 2.8412, 1210: 1.9071, 1220: 1.1032}.get(it, 0.66 + 0.01 * (it % 3))
+        lines.append(
+            XTUNER_658.replace("[ 510/2046]", f"[{it:>4}/2046]").replace(
+                "loss: 0.6919", f"loss: {loss:.4f}"
+            )
+        )
+    run = tmp_path / "xtuner"
+    run.mkdir()
+    (run / "20240507_114500.log").write_text("".join(lines))
+    out = tmp_path / "out"
+    analyze(run, out, options=AnalyzeOptions(replay=False, min_severity="minor"))
+    pages = [p.read_text() for p in sorted((out / "postmortems").glob("*.md"))]
+    (page,) = [p for p in pages if "at step 1200" in p or "onset at step 1200" in p]
+    assert "turned NaN/Inf" not in page
+    assert "no finite value was logged in the steps before the onset" in page

@@ -6,8 +6,9 @@
 Each top-level key is a metric and becomes a raw name as written (`lm loss`, `mtp_1 loss`,
 `iteration-time`, `mem-allocated-bytes`, `num-zeros`). Older files give `values` as a
 list, one per `step_interval` from `start_step`. The *string* "nan" means "no data at this
-step" (the run stopped before end_step, or a resumed run had not reached it): nothing is
-stored. A numeric NaN (a bare NaN token) is a real value and is stored.
+step" (before a resumed run's first step, after the run stopped, or a hole in the middle):
+nothing is stored, and the warning says where they lie. A numeric NaN (a bare NaN token)
+is a real value and is stored.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class MegatronGoldenReader(Reader):
         data = _load(path)
         rows: list[tuple[int, str, float]] = []
         warnings: list[str] = []
-        gaps: dict[tuple[int, int, int], list[str]] = {}
+        gaps: dict[str, list[str]] = {}
         for name, spec in data.items():
             if not isinstance(spec, dict) or "values" not in spec:
                 warnings.append(f"key {name!r} is not a metric series (no 'values'): skipped")
@@ -52,12 +53,8 @@ class MegatronGoldenReader(Reader):
             got, missing = _series(path, name, spec)
             rows += got
             if missing:
-                gaps.setdefault((len(missing), missing[0], missing[-1]), []).append(name)
-        warnings += [
-            f'{", ".join(names)}: {n} "nan" entries (first at step {a}, last at step {b}) '
-            "hold no data: the run stopped early or had not reached them"
-            for (n, a, b), names in gaps.items()
-        ]
+                gaps.setdefault(_no_data(missing, [r[0] for r in got]), []).append(name)
+        warnings += [f"{', '.join(names)}: {said}" for said, names in gaps.items()]
         return ReadResult(
             pl.DataFrame(
                 rows,
@@ -66,6 +63,49 @@ class MegatronGoldenReader(Reader):
             ),
             warnings=warnings,
         )
+
+
+def _no_data(missing: list[int], have: list[int]) -> str:
+    """Where a series' "nan" entries lie: before its first value (a resumed run, a timer
+    that starts late), after its last (the run stopped there), or gaps inside the run, each
+    named (a plotted line crosses them: nothing was logged there). Said without guessing
+    why: "the run stopped early" was wrong for a run with holes in the middle."""
+    first, last = (min(have), max(have)) if have else (None, None)
+    runs: list[list[int]] = []
+    for step in sorted(missing):
+        inside = first is not None and first < step < last  # type: ignore[operator]
+        if runs and inside == runs[-1][2] and step - runs[-1][1] <= _gap_step(missing):
+            runs[-1][1] = step
+        else:
+            runs.append([step, step, inside])
+    parts = []
+    head = [r for r in runs if first is None or r[1] < first]
+    gaps = [r for r in runs if r[2]]
+    tail = [r for r in runs if last is not None and r[0] > last]
+    if head:
+        parts.append(f"{_span(head[0][0], head[-1][1])} before its first value at step {first}")
+    if len(gaps) > _NAMED_GAPS:
+        n = sum(b - a for a, b, _ in gaps) // _gap_step(missing) + len(gaps)
+        parts.append(f"{n} scattered between its values (it was logged at fewer steps)")
+    elif gaps:
+        shown = ", ".join(_span(a, b) for a, b, _ in gaps)
+        parts.append(f"{len(gaps)} gap(s) inside the run ({shown}: nothing was logged there)")
+    if tail:
+        parts.append(f"{_span(tail[0][0], tail[-1][1])} after its last value at step {last}")
+    return f'{len(missing)} "nan" entries hold no data: ' + "; ".join(parts)
+
+
+_NAMED_GAPS = 4  # more gaps than this are a sparser series, not holes in the run
+
+
+def _span(a: int, b: int) -> str:
+    return f"step {a}" if a == b else f"steps {a}-{b}"
+
+
+def _gap_step(missing: list[int]) -> int:
+    """The series' step interval: the smallest distance between two "nan" entries."""
+    diffs = [b - a for a, b in zip(sorted(missing), sorted(missing)[1:], strict=False) if b > a]
+    return min(diffs) if diffs else 1
 
 
 def _load(path: Path) -> dict[str, Any]:
