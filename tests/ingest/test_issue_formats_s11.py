@@ -159,3 +159,82 @@ def test_deepspeed_stdout_spike_then_scaler_collapse_are_two_incidents(tmp_path:
     assert rows[1][4] == "fp16_overflow"
     assert 2.0 < rows[0][5] < 2.4  # the pre-spike trend, in the loss's own units
     assert math.isnan(last[0])
+
+
+# ----- PyTorch Lightning 1.x progress bar ---------------------------------------------------------
+LIGHTNING_4225 = [
+    "Epoch 0:   0%|          | 0/18 [00:00<?, ?it/s] ",
+    "Epoch 0:   6%|▌         | 1/18 [00:08<02:29,  8.77s/it]",
+    "Epoch 0:   6%|▌         | 1/18 [00:08<02:29,  8.77s/it, loss=10.473, v_num=193315]",
+    "Epoch 0:  11%|█         | 2/18 [00:11<01:33,  5.82s/it, loss=10.473, v_num=193315]",
+    "Epoch 0:  11%|█         | 2/18 [00:11<01:33,  5.82s/it, loss=10.224, v_num=193315]",
+    "Epoch 0:  17%|█▋        | 3/18 [00:14<01:13,  4.87s/it, loss=10.224, v_num=193315]",
+    "Epoch 0:  17%|█▋        | 3/18 [00:14<01:13,  4.87s/it, loss=10.047, v_num=193315]",
+]  # https://github.com/Lightning-AI/pytorch-lightning/issues/4225 (its `\r` redraws)
+
+
+def _lightning_bar() -> str:
+    """The quoted redraws, then epochs 0-2 of 18 bar positions in the same layout, with
+    what `self.log(..., prog_bar=True)` adds: the step's `train_loss_step`, and from epoch 1
+    on the last validation's `val_loss` (a second kind of line that first appears there)."""
+    lines = list(LIGHTNING_4225)
+    for epoch in range(3):
+        for n in range(4 if epoch == 0 else 1, 19):
+            own = 9.0 if (epoch, n) == (1, 9) else 4.0 + 0.01 * n
+            val = "" if epoch == 0 else ", val_loss=4.110"
+            lines.append(
+                f"Epoch {epoch}:  50%|█████     | {n}/18 [00:14<01:13,  4.87s/it, "
+                f"loss=4.{n:03d}, v_num=193315, train_loss_step={own:.3f}{val}]"
+            )
+    return "\r".join(lines) + "\n"
+
+
+def test_lightning_bar_counts_epochs_from_0_and_reads_the_step_loss(tmp_path: Path) -> None:
+    # before: epoch 1's lines (which carry `val_loss=`, a kind of line epoch 0 never
+    # printed) counted their epochs from their own first, 1, so they overwrote epoch 0's
+    # steps (reported as a rollback); and the bar's `loss=` (Lightning's running mean of 20
+    # batches) won over the step's own `train_loss_step`, smearing the spike at epoch 1
+    # batch 9 (step 18 + 9 = 27) into a slow bump
+    _, m, w = _stored(tmp_path, _lightning_bar())
+    assert sorted(m["loss"]) == list(range(1, 55))  # 3 epochs x 18 bar positions
+    assert m["loss"][27] == 9.0 and m["loss"][26] == 4.08
+    assert m["loss_(bar_running_mean)"][27] == 4.009
+    assert m["val_loss"][19] == 4.110 and min(m["val_loss"]) == 19
+    assert any("running mean" in x for x in w)
+    assert not any("restart or resume" in x for x in w)
+
+
+# ----- fairseq --log-format json ------------------------------------------------------------------
+FAIRSEQ_JSON_FIRST = (
+    '2021-03-08 12:31:36 | INFO | train_inner | {"epoch": 1, "update": 0.0, "loss": "16.475", '
+    '"ppl": "91120.8", "wps": "0", "ups": "0", "wpb": "16384", "bsz": "8", "num_updates": "1", '
+    '"lr": "2e-05", "gnorm": "20.751", "loss_scale": "4", "train_wall": "99", "gb_free": "9.3", '
+    '"wall": "105"}'
+)  # fairseq's docs (ZeRO-offload example of examples/megatron_11b, `--log-format json`)
+FAIRSEQ_OVERFLOW = (
+    "2021-08-13 14:58:53 | INFO | fairseq.trainer | NOTE: gradient overflow detected, "
+    "ignoring gradient, setting loss scale to: 2.0"
+)  # the trainer's line, as in the same logs
+FAIRSEQ_VALID = (
+    '2021-01-12 14:37:14 | INFO | valid | {"epoch": 1, "valid_loss": "8.751", '
+    '"valid_nll_loss": "8.101", "valid_ppl": "274.56", "valid_wps": "202259", '
+    '"valid_num_updates": "6"}'
+)
+
+
+def test_fairseq_json_progress_reads_quoted_numbers_at_num_updates(tmp_path: Path) -> None:
+    # before: `"loss": "16.475"` (JsonProgressBar prints every stat as a string) gave no
+    # key, so no line was a record: "format not recognised"
+    lines = [FAIRSEQ_JSON_FIRST]
+    for u, loss in ((2, "16.446"), (3, "16.310"), (4, "22.904"), (5, "16.052"), (6, "15.9")):
+        lines.append(FAIRSEQ_JSON_FIRST.replace('"num_updates": "1"', f'"num_updates": "{u}"')
+                     .replace('"loss": "16.475"', f'"loss": "{loss}"'))  # fmt: skip
+        if u == 4:
+            lines.append(FAIRSEQ_OVERFLOW)
+    lines.append(FAIRSEQ_VALID)
+    fmt, m, _ = _stored(tmp_path, "\n".join(lines) + "\n")
+    assert fmt == "generic_text"
+    assert m["loss"] == {1: 16.475, 2: 16.446, 3: 16.310, 4: 22.904, 5: 16.052, 6: 15.9}
+    assert m["grad_norm"][1] == 20.751 and m["loss_scale"][6] == 4.0 and m["lr"][3] == 2e-05
+    assert m["val_loss"] == {6: 8.751}  # the valid record, at the update before it
+    assert sum(m["overflow"].values()) == 1

@@ -158,7 +158,7 @@ _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 # Also a counter in brackets after its key and a blank (mmcv `Iter [10100/316440]`, mmengine
 # `Iter(train) [ 510/2046]`).
 _OPEN_VALUE = re.compile(
-    r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=['\"]:\s)'|(?<=['\"]:)'|(?<==)['\"])\s*\Z"
+    r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=['\"]:\s)['\"]|(?<=['\"]:)['\"]|(?<==)['\"])\s*\Z"
 )
 # A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
 _TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
@@ -758,6 +758,30 @@ def _summaries(found: dict[str, Template], notes: list[str]) -> None:
             notes.append(f"generic reader: '{t.shown()[:100]}' is a run summary (summary/...)")
 
 
+def _bar_running_loss(found: dict[str, Template], notes: list[str]) -> None:
+    """Lightning 1.x's progress bar shows `loss=` as a running mean of the last 20 batches
+    beside the step's own `train_loss_step=` (what `self.log(..., prog_bar=True)` puts
+    there): the bar's `loss` is kept as `loss (bar running mean)`, so that `loss` is the
+    per-step value, whose spike the running mean spreads over 20 steps at a fraction of
+    its height."""
+    table = alias_table()
+    said = False
+    for t in found.values():
+        if not t.bar:
+            continue
+        plain = [i for i, k in t.names.items() if k.strip().lower() == "loss"]
+        other = [k for k in t.names.values() if k.strip().lower() != "loss"
+                 and table.canonical(k) == "loss"]  # fmt: skip
+        if plain and other:
+            t.names[plain[0]] = "loss (bar running mean)"
+            if not said:
+                notes.append(
+                    f"generic reader: the progress bar's `loss=` is its running mean; the "
+                    f"loss is read from `{other[0]}` (the step's own value)"
+                )
+                said = True
+
+
 def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
     """Per-epoch summary lines beside per-iteration lines are kept apart as `epoch/<name>`:
     fairseq's `| epoch 027 | loss 6.3 | ... | num_updates 10198` after its `epoch 027:  450 /
@@ -883,6 +907,7 @@ def extract(
     )
     _summaries(found, notes)
     _epoch_summaries(found, notes)
+    _bar_running_loss(found, notes)
     if any(t.bar and t.is_record for t in found.values()):
         _attach_to_bars(found, notes)
     elif not any(t.is_record for t in found.values()):
@@ -1102,7 +1127,9 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
             .alias("_epoch")
         ).drop("_header")
     epoch, total = pl.col("_epoch"), pl.col("_total")
-    base = pl.min_horizontal(epoch.min().over("tpl"), pl.lit(1))
+    # one base for the file: a kind of line that first appears in a later epoch (Lightning's
+    # bar grows `val_loss=` after the first validation) counts from the same epoch 0 or 1
+    base = pl.min_horizontal(epoch.filter(total.is_not_null()).min(), pl.lit(1))
     hit = hit.with_columns(
         pl.when(pl.col("ordinal"))
         .then(ordinal)
