@@ -81,7 +81,8 @@ def lr_phase(inc: Incident, data: RunData) -> None:
 
     warm-up (LR still rising, onset well before the peak), end of warm-up (onset within
     10% of the warm-up length, >= 20 steps, of the first step at the peak LR), peak (at
-    90% of the peak LR or more after that), decay (LR below 90% of its peak after it),
+    90% of the peak LR or more after that, or anywhere at that level when the logged LR
+    starts at its top: no warm-up in the log), decay (LR below 90% of its peak after it),
     constant (the LR never changed), unknown (no `lr` logged and no `warmup_steps` in the
     config).
     """
@@ -104,6 +105,10 @@ def lr_phase(inc: Incident, data: RunData) -> None:
         inc.lr_phase = "constant"
     elif at is not None and inc.onset_step > peak_step and at < DECAY_FRACTION * top:
         inc.lr_phase = "decay"
+    elif peak_step == int(st[0]) and inc.onset_step >= peak_step:
+        # the logged LR starts at its top and only falls (a log that begins after the
+        # warm-up, a schedule without one): no warm-up in sight, so none ending here
+        inc.lr_phase = "peak"
     else:
         inc.lr_phase = _phase_by_step(inc.onset_step, float(peak_step))
 

@@ -133,3 +133,35 @@ def test_lr_frac_comes_from_the_config_when_the_lr_is_not_logged(tmp_path: Path)
     expected = config_lr_frac(1500, schedule)
     assert expected is not None and 0.6 < expected < 0.9
     assert f["lr_frac"] == pytest.approx(expected, rel=1e-6) and f["lr_phase"] == "decay"
+
+
+def test_a_log_that_starts_at_its_top_lr_has_no_warm_up_ending_in_it(tmp_path: Path) -> None:
+    """A Megatron log resumed at iteration 3300 (epfLLM/Megatron-LLM#33's lines), its LR
+    falling from the first line: a spike 40 steps in was "end of warm-up" because it was near
+    "the first step at the peak LR", which was just the first logged step."""
+    from detect_helpers import stored_features
+
+    line = (
+        "iteration {s:>9}/    8000 | consumed samples: {c:>12} | elapsed time per iteration "
+        "(ms): 7830.4 | learning rate: {lr:.3E} | global batch size:    64 | lm loss: "
+        "{loss:E} | loss scale: 1.0 | grad norm: {g:.3f} | number of skipped iterations:   0 "
+        "| number of nan iterations:   0 |\n"
+    )  # the layout of the issue's `iteration     3383/    8000 | ...` lines
+    text = "".join(
+        line.format(
+            s=s, c=s * 64, lr=7.0e-06 * (1 - (s - 3300) / 500),
+            loss=2.2 if s == 3340 else 0.73 + 0.01 * ((s * 7) % 5), g=9.0 if s == 3340 else 0.75,
+        )
+        for s in range(3300, 3400)
+    )  # fmt: skip
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train.log").write_text(text)
+    from detect_helpers import stored_incidents
+
+    (inc,) = stored_incidents(run, tmp_path)
+    assert inc["onset_step"] == 3340
+    (f,) = stored_features(tmp_path)
+    with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
+        (phase,) = store.query("SELECT lr_phase FROM incidents").row(0)
+    assert phase == f["lr_phase"] == "peak"  # the page's phase and the rules' agree
