@@ -92,10 +92,11 @@ def add_curve(fig: go.Figure, data: pl.DataFrame, metric: str, row: int, color: 
     finite = [(s, v) for s, v in zip(steps, vals, strict=True) if math.isfinite(v)]
     xs, ys = decimate([s for s, _ in finite], [v for _, v in finite])
     name = LABELS.get(metric, metric)
+    gx, gy = broken_at_gaps(xs, ys)
     fig.add_trace(
         go.Scatter(
-            x=np.asarray(xs, dtype=np.int32 if _fits_int32(xs) else np.int64),
-            y=np.asarray(ys, dtype=np.float32),
+            x=np.asarray(gx, dtype=np.int32 if _fits_int32(gx) else np.int64),
+            y=np.asarray(gy, dtype=np.float32),
             mode="lines",
             name=name,
             line={"color": color, "width": 1.6},
@@ -108,6 +109,29 @@ def add_curve(fig: go.Figure, data: pl.DataFrame, metric: str, row: int, color: 
     if bad and ys:
         _nan_markers(fig, bad, max(ys), name, row, log)
     return log
+
+
+GAP_FACTOR = 20  # a step gap this many times the typical one is a hole in the log
+
+
+def broken_at_gaps(xs: list[int], ys: list[float]) -> tuple[list[int], list[float]]:
+    """The curve with a NaN point in each hole of the log (a gap of GAP_FACTOR typical
+    intervals: Megatron's golden values hold 1.7k-step holes), so the line breaks there
+    instead of drawing a straight segment across steps where nothing was logged."""
+    if len(xs) < 3:
+        return xs, ys
+    d = np.diff(np.asarray(xs, dtype=np.float64))
+    holes = np.flatnonzero(d > GAP_FACTOR * max(float(np.median(d)), 1.0))
+    if not len(holes):
+        return xs, ys
+    gx: list[int] = []
+    gy: list[float] = []
+    prev = 0
+    for h in map(int, holes):
+        gx += [*xs[prev : h + 1], (xs[h] + xs[h + 1]) // 2]
+        gy += [*ys[prev : h + 1], math.nan]
+        prev = h + 1
+    return gx + xs[prev:], gy + ys[prev:]
 
 
 def _nan_markers(

@@ -244,3 +244,17 @@ def test_the_level_500_steps_later_is_a_median_not_one_noisy_point() -> None:
     end = level_from(frame, "loss", 190)
     assert end is not None and (end.first, end.n, end.value) == (190, 1, 2.7)
     assert level_from(frame, "loss", 500) is None
+
+
+def test_a_hole_in_the_log_breaks_the_curve() -> None:
+    """Megatron's golden values hold 1.7k-step holes (no data), which the run overview drew
+    as straight lines, as if the loss had been logged there."""
+    from forensics.report.figures import broken_at_gaps
+
+    xs = [*range(0, 1000, 5), *range(2700, 3000, 5)]
+    ys = [2.0] * len(xs)
+    gx, gy = broken_at_gaps(xs, ys)
+    (hole,) = [i for i, v in enumerate(gy) if math.isnan(v)]
+    assert gx[hole - 1] == 995 and gx[hole + 1] == 2700 and 995 < gx[hole] < 2700
+    assert len(gx) == len(xs) + 1
+    assert broken_at_gaps(list(range(0, 1000, 5)), [1.0] * 200)[1] == [1.0] * 200  # no hole
