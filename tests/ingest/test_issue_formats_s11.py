@@ -238,3 +238,22 @@ def test_fairseq_json_progress_reads_quoted_numbers_at_num_updates(tmp_path: Pat
     assert m["grad_norm"][1] == 20.751 and m["loss_scale"][6] == 4.0 and m["lr"][3] == 2e-05
     assert m["val_loss"] == {6: 8.751}  # the valid record, at the update before it
     assert sum(m["overflow"].values()) == 1
+
+
+# ----- timm train.py ------------------------------------------------------------------------------
+TIMM = """\
+Train: 12 [1200/1251 ( 96%)]  Loss: 6.86 (6.89)  Time: 0.401s,  638.40/s  (0.412s,  621.36/s)  LR: 9.955e-04  Data: 0.012 (0.015)
+Train: 12 [1250/1251 (100%)]  Loss: 6.84 (6.89)  Time: 0.398s,  643.22/s  (0.412s,  621.36/s)  LR: 9.955e-04  Data: 0.012 (0.015)
+Test: [   0/195]  Time: 0.913 (0.913)  Loss:  5.296 ( 5.296)  Acc@1:  4.6875 ( 4.6875)  Acc@5: 14.0625 (14.0625)
+Test: [  50/195]  Time: 0.213 (0.230)  Loss:  5.331 ( 5.310)  Acc@1:  3.9062 ( 4.2178)  Acc@5: 13.2812 (13.6949)
+Train: 13 [   0/1251 (  0%)]  Loss: 6.83 (6.83)  Time: 0.399s,  641.83/s  (0.399s,  641.83/s)  LR: 9.954e-04  Data: 0.012 (0.012)
+"""  # noqa: E501  timm's train.py (`_logger.info` of train_one_epoch and validate)
+
+
+def test_timm_test_lines_keep_their_loss_out_of_the_training_loss(tmp_path: Path) -> None:
+    # before: `Test: [  50/195]` named its counter `Test`, and a key is not a word that says
+    # what kind of line it is, so the evaluation's `Loss: 5.331` joined the training loss
+    # (its step axis, epoch x batch, is not read yet: the train lines are numbered in order)
+    _, m, _ = _stored(tmp_path, TIMM)
+    assert m["loss"] and all(v > 6.8 for v in m["loss"].values())
+    assert m["test_loss"] and all(v in (5.296, 5.331) for v in m["test_loss"].values())

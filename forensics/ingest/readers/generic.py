@@ -607,7 +607,10 @@ def _split_of(lits: list[str], befores: list[str]) -> str:
     upto = next((i for i, b in enumerate(befores) if "loss" in b.lower()), 0)
     text = " ".join(lits[: upto + 1])
     for key in befores[: upto + 1]:
-        text = text.replace(key, " ") if key and _good_key(key) else text
+        # a split word that names a counter (timm's `Test: [  50/195]`) still says what
+        # kind of line this is
+        named = key and _good_key(key) and key.strip().lower() not in _SPLITS
+        text = text.replace(key, " ") if named else text
     words = re.findall(r"[A-Za-z]+", text.lower())
     for w in words:
         if w in ("val", "valid", "validation"):
