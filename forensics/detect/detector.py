@@ -670,7 +670,7 @@ def _explain(
             inc.features["rollback_recurrence"] = recurrence.in_attempts(
                 inc, data.interval, attempts
             )
-        shape = _shape_evidence(inc)
+        shape = _shape_evidence(inc, sc.log_space)
         inc.evidence = list(shape)
         classify(inc, rules, cfg, missing)  # the findings table: every rule, fired or not
         inc.evidence = shape
@@ -689,12 +689,25 @@ def _explain(
         )
 
 
-def _shape_evidence(inc: Incident) -> list[Evidence]:
+def _shape_evidence(inc: Incident, log_space: bool = True) -> list[Evidence]:
     s = inc.shape
     out = [
         Evidence("type", inc.type, "; ".join(s.notes) or "by the recovery-window test"),
         Evidence("pre_trend", inc.pre_value, "pre-spike trend at the onset (local power law)"),
         Evidence("tolerance", round(s.tolerance, 4), "relative, widened to the noise if larger"),
+    ]
+    if log_space and inc.origin == "loss" and np.isfinite(inc.sigma):
+        # the recovery test's own allowance for the point where the loss is back
+        # (typing._back_mask): a page's "back at step N" can sit this far off the trend
+        point = float(np.expm1(max(np.log1p(s.tolerance), 2.0 * inc.sigma)))
+        out.append(
+            Evidence(
+                "back_point_allowance", round(point, 4),
+                "relative: the point called back may sit this far from the trend (2 noise "
+                "scales) when the median of the 9 points from it is within the tolerance",
+            )
+        )  # fmt: skip
+    out += [
         Evidence("recovery_window_steps", s.window_steps, "after the last peak"),
         Evidence("settle_excess", s.settle_excess, "level after the spike / trend - 1"),
     ]

@@ -95,3 +95,19 @@ def test_llmc_gradient_spikes_are_near_misses_or_recoverable(detected, step: int
 def test_clean_runs_and_start_up_raise_no_incident(detected, prefix: str) -> None:  # type: ignore[no-untyped-def]
     det = _one(detected, prefix)
     assert det.incidents == [], [(i.onset_step, i.peak_step, i.type) for i in det.incidents]
+
+
+def test_a_recovery_point_sits_within_the_allowance_the_evidence_states(
+    detected,
+    real_logs: Path,  # type: ignore[no-untyped-def]
+) -> None:
+    """ScaleUp1B c0078066's spike at 4701 is "back at step 4705" with the loss 7.8% over the
+    trend, where the evidence gave only the 4.5% tolerance (which the 9-point median meets):
+    the point's own allowance (2 noise scales) is now evidence too, and holds it."""
+    det = _one(detected, MODDED + "2024-10-20_ScaleUp1B__c0078066")
+    (inc,) = [i for i in det.incidents if i.onset_step == 4701]
+    ev = {e.key: e.value for e in inc.evidence}
+    assert inc.end_step == 4705 and ev["tolerance"] < 0.078 < ev["back_point_allowance"]
+    for i in det.incidents:  # every loss incident states it, never below the tolerance
+        e = {x.key: x.value for x in i.evidence}
+        assert e["back_point_allowance"] >= e["tolerance"], i.onset_step
