@@ -216,8 +216,10 @@ def type_shape(
     i0 = int(np.searchsorted(loss.steps, last_peak_step, side="right"))
     bad_from = nonfinite_tail(loss, i0, log_space)
     if i0 < len(loss) and bad_from is not None and bad_from <= wend:
-        back = _back_before(loss, i0, bad_from, trend, sigma, w, wend, closed, cfg, log_space)
-        if back is not None:
+        sts, xs = _finite(loss, i0, int(np.searchsorted(loss.steps, bad_from)), log_space)
+        tol = effective_tolerance(cfg, sigma, min(cfg.smooth_points, max(len(xs), 1)))
+        back = _recovered(sts, xs, trend, sigma, tol, w, wend, closed, cfg, log_space)
+        if back is not None and _settled_before(back, sts, bad_from):
             return back
     if i0 >= len(loss) or (bad_from is not None and bad_from <= wend):
         st, v = loss.steps[i0:], loss.values[i0:]
@@ -249,39 +251,22 @@ def type_shape(
 BACK_BEFORE_NAN = 3  # logged points back on the trend before a NaN that make it recovered
 
 
-def _back_before(
-    loss: Metric,
-    i0: int,
-    bad_from: float,
-    trend: Trend,
-    sigma: float,
-    w: float,
-    wend: float,
-    closed: bool,
-    cfg: DetectConfig,
-    log_space: bool,
-) -> Shape | None:
-    """Recoverable when the loss was back on its trend (the recovery test, on at least
-    BACK_BEFORE_NAN logged points from where it was back) before the run's non-finite tail
-    began: a spike that healed and a NaN that came later are two incidents, not one
-    divergence that began at the spike (torchtune: a one-step blip at 40, back at 41, NaN
-    from 65; a Hugging Face run back 10 steps after its spike at 350, then DeepSpeed's
-    scale collapsing from 375 and the loss NaN at 390)."""
-    sts, xs = _finite(loss, i0, int(np.searchsorted(loss.steps, bad_from)), log_space)
-    if len(xs) < BACK_BEFORE_NAN:
-        return None
-    k = min(cfg.smooth_points, len(xs))
-    shape = _recovered(sts, xs, trend, sigma, effective_tolerance(cfg, sigma, k), w, wend,
-                       closed, cfg, log_space)  # fmt: skip
-    if shape is None or shape.end_step is None:
-        return None
-    if int(np.searchsorted(sts, shape.end_step)) + BACK_BEFORE_NAN > len(xs):
-        return None  # back on fewer logged points than that before the NaN: not settled
+def _settled_before(shape: Shape, sts: np.ndarray, bad_from: float) -> bool:
+    """The loss was back on its trend (the recovery test on the finite points `sts` before
+    the run's non-finite tail) with at least BACK_BEFORE_NAN logged points from there: a
+    spike that healed and a NaN that came later are two incidents, not one divergence that
+    began at the spike (torchtune: a one-step blip at 40, back at 41, NaN from 65; a Hugging
+    Face run back 10 steps after its spike at 350, then DeepSpeed's scale collapsing from
+    375 and the loss NaN at 390). Notes it on the shape."""
+    if shape.end_step is None or len(sts) < BACK_BEFORE_NAN:
+        return False
+    if int(np.searchsorted(sts, shape.end_step)) + BACK_BEFORE_NAN > len(sts):
+        return False  # back on fewer logged points than that before the NaN: not settled
     shape.notes.append(
         f"back on its trend at step {shape.end_step}, before the loss went non-finite "
         f"(from step {int(bad_from)}): that is an incident of its own"
     )
-    return shape
+    return True
 
 
 def nonfinite_tail(loss: Metric, i0: int, log_space: bool = False) -> float | None:
