@@ -111,10 +111,17 @@ def shown_reason(h: StoredHypothesis) -> str:
     """detect's stored reason, without the rule's expression (it is in rules/*.yaml):
     the feature values it read, or for a cause not evaluated, what was not logged."""
     if h.status == "not_evaluable" and h.needs:
-        return "not logged: " + ", ".join(f"`{n}`" for n in h.needs)
+        return "not logged: " + ", ".join(_needed(n) for n in h.needs)
     if h.reason.startswith("refuted by the log (") and "): " in h.reason:
         return "its `against` test holds on " + h.reason.rsplit("): ", 1)[1]
     return h.reason
+
+
+def _needed(name: str) -> str:
+    """A rule input as the page names it: `grad_norm_every_step` is the metric `grad_norm`,
+    logged at every step (no metric of that name exists)."""
+    metric, every, _ = name.partition("_every_step")
+    return f"`{metric}` at every step" if every else f"`{name}`"
 
 
 def what_evaluates(h: StoredHypothesis, log_next: list[LogNext], fallback: Any) -> str:

@@ -113,7 +113,7 @@ def _hypotheses(body: str, row: dict[str, Any], store: Store, run_id: str) -> li
         if status != want[title][0]:
             out.append(f"hypothesis {title!r} shown {status!r}, stored {want[title][0]!r}")
         out += [f"hypothesis {title!r}: needs {n!r} not named" for n in want[title][1]
-                if f"`{n}`" not in why]  # fmt: skip
+                if _named(n) not in why]  # fmt: skip
     out += [f"stored hypothesis {t!r} has no row" for t in want if t not in shown]
     return out
 
@@ -148,3 +148,9 @@ def _cross_run(body: str, row: dict[str, Any], store: Store, run_id: str) -> lis
         elif int(k) != g["n_runs"] - 1:
             out.append(f"cross-run line at step {step}: {k} other runs, stored {g['n_runs'] - 1}")
     return out
+
+
+def _named(need: str) -> str:
+    """How a page names a rule input: `grad_norm_every_step` is `grad_norm` at every step."""
+    metric, every, _ = need.partition("_every_step")
+    return f"`{metric}` at every step" if every else f"`{need}`"
