@@ -71,10 +71,11 @@ def _no_data(missing: list[int], have: list[int]) -> str:
     named (a plotted line crosses them: nothing was logged there). Said without guessing
     why: "the run stopped early" was wrong for a run with holes in the middle."""
     first, last = (min(have), max(have)) if have else (None, None)
+    interval = _gap_step(missing)
     runs: list[list[int]] = []
     for step in sorted(missing):
         inside = first is not None and first < step < last  # type: ignore[operator]
-        if runs and inside == runs[-1][2] and step - runs[-1][1] <= _gap_step(missing):
+        if runs and inside == runs[-1][2] and step - runs[-1][1] <= interval:
             runs[-1][1] = step
         else:
             runs.append([step, step, inside])
@@ -85,7 +86,7 @@ def _no_data(missing: list[int], have: list[int]) -> str:
     if head:
         parts.append(f"{_span(head[0][0], head[-1][1])} before its first value at step {first}")
     if len(gaps) > _NAMED_GAPS:
-        n = sum(b - a for a, b, _ in gaps) // _gap_step(missing) + len(gaps)
+        n = sum(b - a for a, b, _ in gaps) // interval + len(gaps)
         parts.append(f"{n} scattered between its values (it was logged at fewer steps)")
     elif gaps:
         shown = ", ".join(_span(a, b) for a, b, _ in gaps)
@@ -104,7 +105,8 @@ def _span(a: int, b: int) -> str:
 
 def _gap_step(missing: list[int]) -> int:
     """The series' step interval: the smallest distance between two "nan" entries."""
-    diffs = [b - a for a, b in zip(sorted(missing), sorted(missing)[1:], strict=False) if b > a]
+    steps = sorted(missing)
+    diffs = [b - a for a, b in zip(steps, steps[1:], strict=False) if b > a]
     return min(diffs) if diffs else 1
 
 
