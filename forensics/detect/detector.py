@@ -36,7 +36,7 @@ from forensics.detect.screen import (
     screen_series,
 )
 from forensics.detect.tails import tail_evidence
-from forensics.detect.typing import DIVERGENT, Trend, fit_trend, type_shape
+from forensics.detect.typing import DIVERGENT, Trend, fit_trend, point_allowance, type_shape
 
 
 def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
@@ -697,9 +697,9 @@ def _shape_evidence(inc: Incident, log_space: bool = True) -> list[Evidence]:
         Evidence("tolerance", round(s.tolerance, 4), "relative, widened to the noise if larger"),
     ]
     if log_space and inc.origin == "loss" and np.isfinite(inc.sigma):
-        # the recovery test's own allowance for the point where the loss is back
-        # (typing._back_mask): a page's "back at step N" can sit this far off the trend
-        point = float(np.expm1(max(np.log1p(s.tolerance), 2.0 * inc.sigma)))
+        # the recovery test's own allowance for the point where the loss is back: a
+        # page's "back at step N" can sit this far off the trend
+        point = float(np.expm1(point_allowance(float(np.log1p(s.tolerance)), inc.sigma)))
         out.append(
             Evidence(
                 "back_point_allowance", round(point, 4),

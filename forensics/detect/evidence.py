@@ -59,7 +59,7 @@ def weigh(rule: Rule, features: Mapping[str, object], have: set[str]) -> Hypothe
         return Hypothesis(
             rule.cause, "not_evaluable", 0.0, rule.id, reason, missing, finding.evidence
         )
-    if rule.condition.evaluate(features) is None:
+    if finding.undecided:
         # three-valued logic: the condition turns on a feature this log does not give
         reason = f"undecided on this log (the condition turns on what it does not give): {values}"
         return Hypothesis(rule.cause, "not_evaluable", 0.0, rule.id, reason, [], finding.evidence)

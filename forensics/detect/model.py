@@ -54,6 +54,8 @@ class Finding:
     confidence: float
     recovery: str | None
     evidence: list[Evidence] = field(default_factory=list)
+    # the condition was neither true nor false (three-valued: it turns on a missing feature)
+    undecided: bool = False
 
 
 @dataclass

@@ -90,7 +90,8 @@ class Rule:
 
     def evaluate(self, features: Mapping[str, Any]) -> Finding:
         """The rule's verdict on one incident, with the features it used as evidence."""
-        hit = self.condition.evaluate(features) is True
+        verdict = self.condition.evaluate(features)
+        hit = verdict is True
         conf = self.base_confidence
         for a in self.adjust:
             if a.when.evaluate(features) is True:
@@ -101,7 +102,9 @@ class Rule:
             Evidence(n, _plain(features.get(n)), "" if features.get(n) is not None else "missing")
             for n in self.names
         ]
-        return Finding(self.id, self.cause, hit, conf, self.recovery.get(kind), evidence)
+        return Finding(
+            self.id, self.cause, hit, conf, self.recovery.get(kind), evidence, verdict is None
+        )
 
 
 def _plain(v: Any) -> float | str | None:

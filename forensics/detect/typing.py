@@ -343,7 +343,14 @@ def _back_mask(
     the median of the k points from it within tol), and that median's excess over the trend."""
     at = trend.at(sts)
     excess = forward_median(xs, k) - at
-    return (excess <= tol) & (xs - at <= max(tol, 2.0 * sigma)), excess
+    return (excess <= tol) & (xs - at <= point_allowance(tol, sigma)), excess
+
+
+def point_allowance(tol: float, sigma: float) -> float:
+    """How far (log units) the point where the loss is called back may sit from the trend:
+    the tolerance, or 2 noise scales when the noise is wider (the 9-point median from it
+    must still be within the tolerance)."""
+    return max(tol, 2.0 * sigma)
 
 
 def back_step(

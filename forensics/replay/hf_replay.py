@@ -209,14 +209,19 @@ def replay_hf_incident(
 
 
 def _has_checkpoint(run: HFRun, plan: Plan) -> bool:
-    return any(c.step < plan.offending for c in run.ckpts)
+    return bool(_older(run, plan))
+
+
+def _older(run: HFRun, plan: Plan) -> list[Checkpoint]:
+    """The run's checkpoints saved before the offending step (the state replay needs)."""
+    return [c for c in run.ckpts if c.step < plan.offending]
 
 
 def _checkpoint(run: HFRun, plan: Plan) -> Checkpoint:
     """The latest checkpoint at or before the window's start (plan.restore_before says why:
     one inside the lead cuts out the updates that made the spike), else the latest before
     the offending step."""
-    older = [c for c in run.ckpts if c.step < plan.offending]
+    older = _older(run, plan)
     if not older:
         have = ", ".join(str(c.step) for c in run.ckpts) or "none"
         raise StateUnavailable(

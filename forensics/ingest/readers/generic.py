@@ -1363,16 +1363,14 @@ def _placeholders(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
     under `<name> (placeholder)`, so the metric is read from the name that carries it."""
     table = alias_table()
     finite = rows.group_by("raw_name").agg(pl.col("value").is_finite().any().alias("any"))
-    by_metric: dict[str, list[tuple[str, bool]]] = {}
-    for name, has in finite.iter_rows():
-        by_metric.setdefault(table.canonical(name), []).append((name, has))
-    empty = {
-        name: carrier
-        for pairs in by_metric.values()
-        for name, has in pairs
-        if not has
-        for carrier in [next((n for n, h in pairs if h), None)]
-        if carrier is not None
+    carriers: dict[str, str] = {}  # metric -> a name of it that holds finite values
+    for name, has in finite.sort("raw_name").iter_rows():
+        if has:
+            carriers.setdefault(table.canonical(name), name)
+    empty = {  # name NaN on every line -> the name that carries its metric
+        name: carriers[table.canonical(name)]
+        for name, has in finite.iter_rows()
+        if not has and table.canonical(name) in carriers
     }
     for name, carrier in sorted(empty.items()):
         notes.append(
