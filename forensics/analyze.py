@@ -369,6 +369,7 @@ def _recurrences(
     rows = [
         {
             "step": r.step,
+            "span": r.span.removeprefix("steps ").removeprefix("step "),
             "verdict": r.verdict,
             "runs": [(_label(names.get(n, n)), safe_folder_name(n), peak) for n, peak in r.runs],
         }

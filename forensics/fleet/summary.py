@@ -41,13 +41,21 @@ class FleetRecurrence:
     absent: list[str]
 
     @property
+    def span(self) -> str:
+        """The steps its runs peak at ("946-947" when they straddle two), so the label a reader
+        sees never names a step at which a listed run did not peak."""
+        peaks = [p for _, p in self.runs] or [self.step]
+        lo, hi = min(peaks), max(peaks)
+        return f"step {lo}" if lo == hi else f"steps {lo}–{hi}"
+
+    @property
     def verdict(self) -> str:
         """What the recurrence says about the data, in words."""
         n = len(self.runs)
         order = {True: "that share a data order per their configs",
                  False: "whose configs give different data orders",
                  None: "(data order not in the configs)"}[self.shared_data_order]  # fmt: skip
-        text = f"{n} runs {order} spike at step {self.step}"
+        text = f"{n} runs {order} spike at {self.span}"
         if self.by_chance < 0.05:
             text += f" (chance coincidence {self.by_chance:.1e}): the data at this step"
         else:

@@ -82,6 +82,16 @@ def steps_after(n: Any, what: str = "the onset") -> str:
     return f"{plural(n, 'step')} after {what}"
 
 
+def back_after(recovery: int, onset: int, after_peak: Any) -> str:
+    """How long after the onset the loss was back, and after the last peak when that differs:
+    the detector's `recovery_steps` counts from the last peak, so the prose names both rather
+    than quote a count that disagrees with the appendix."""
+    text = steps_after(recovery - onset)
+    if finite(after_peak) and int(after_peak) != recovery - onset:
+        text += f" and {plural(int(after_peak), 'step')} after the last peak"
+    return text
+
+
 def code(value: Any) -> str:
     """User text (run, metric, file names) as one inline code span that cannot break out:
     one line, no backtick, pipes escaped for tables. A code span shows `<img>` as text."""
@@ -190,6 +200,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "usd": usd,
     "gpu_hours": gpu_hours,
     "steps_after": steps_after,
+    "back_after": back_after,
     "code": code,
     "excerpt": excerpt,
     "text": text,

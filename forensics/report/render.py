@@ -20,7 +20,6 @@ from forensics.report.export import Exported, FigureSpec
 from forensics.report.fmt import FILTERS
 from forensics.report.knowledge import Knowledge
 from forensics.report.locate import templates_dir
-from forensics.report.series import RECOVERY_SMOOTH
 
 POSTMORTEM = "postmortem.md.j2"
 SUMMARY = "summary.md.j2"
@@ -59,7 +58,6 @@ def environment(user_dir: Path | None = None) -> jinja2.Environment:
         autoescape=False,
     )
     env.filters.update(FILTERS)
-    env.globals["recovery_smooth"] = RECOVERY_SMOOTH
     return env
 
 

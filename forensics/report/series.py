@@ -1,7 +1,7 @@
-"""Numbers read off the metric curves: values at a step, baselines, recovery.
+"""Numbers read off the metric curves: values at a step, baselines, medians.
 
 The detector stores what it measured; the report adds what a reader asks next ("what was
-the loss 500 steps later?", "when was it back on track?") straight from `metrics`.
+the loss 500 steps later?") straight from `metrics`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import polars as pl
 
 from forensics.detect.config import DetectConfig
 
-RECOVERY_SMOOTH = 5  # logged points in the rolling median that decides "back on track"
-RECOVERY_TOL = 0.02  # relative slack above the pre-spike level that still counts as recovered
 BASELINE_POINTS = 10  # logged points before onset that define the pre-spike level and noise
 
 
@@ -90,19 +88,6 @@ def baseline(
     med = float(vals.median())  # type: ignore[arg-type]
     mad = float((vals - med).abs().median())  # type: ignore[arg-type]
     return med, mad
-
-
-def recovery_step(
-    frame: pl.DataFrame, metric: str, after: int, level: float, mad: float
-) -> int | None:
-    """First step after `after` where the smoothed curve is back within noise of `level`."""
-    rows = column(frame, metric).filter(pl.col("step") > after)
-    smooth = rows.with_columns(
-        pl.col("value").rolling_median(RECOVERY_SMOOTH, min_samples=1).alias("smooth")
-    )
-    limit = level + max(RECOVERY_TOL * abs(level), 3.0 * mad)
-    hit = smooth.filter(pl.col("smooth").is_finite() & (pl.col("smooth") <= limit)).head(1)
-    return int(hit["step"][0]) if hit.height else None
 
 
 def first_nonfinite(frame: pl.DataFrame, metric: str, lo: int, hi: int) -> int | None:

@@ -192,6 +192,10 @@ def _postmortem(
         out.append(f"a {row['type']} incident is said to be back at step {back[0]}")
     if any(int(b) != rec for b in back):
         out.append(f"recovery quoted at {back} != stored recovery_step {rec}")
+    after_peak = re.findall(r"(\d+) steps? after the last peak", body)
+    stored = (json.loads(row["features"]) if row.get("features") else {}).get("recovery_steps")
+    if any(stored is None or int(a) != stored for a in after_peak):
+        out.append(f"steps after the last peak quoted {after_peak} != stored {stored}")
     returns = {b for _, b in stretches(row)}
     for b in re.findall(r"\bback at step (\d+)", body):
         if int(b) not in returns:

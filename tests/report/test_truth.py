@@ -14,7 +14,7 @@ from forensics.replay import verdicts
 from forensics.replay.result import CONFIRMED, REFUTED
 from forensics.report.classify import competitors
 from forensics.report.context import unscreened_near
-from forensics.report.fmt import cell, code, gpu_hours, steps_after, text
+from forensics.report.fmt import back_after, cell, code, gpu_hours, steps_after, text
 from forensics.report.knowledge import Knowledge
 from forensics.report.locate import templates_dir
 from forensics.report.model import Finding, Incident, LogNext, Replay, StoredHypothesis
@@ -125,6 +125,10 @@ def test_unscreened_stretch_is_stated_near_the_start_up() -> None:
 def test_wording() -> None:
     assert steps_after(0) == "at the onset step itself"
     assert steps_after(1) == "1 step after the onset"
+    # the appendix's recovery_steps counts from the last peak: the prose names both counts
+    assert back_after(110, 100, 6.0) == "10 steps after the onset and 6 steps after the last peak"
+    assert back_after(110, 100, 10.0) == "10 steps after the onset"
+    assert back_after(110, 100, None) == "10 steps after the onset"
     assert "e-" not in gpu_hours(6.111e-06) and "GPU-seconds" in gpu_hours(6.111e-06)
     assert gpu_hours(0.00382) == "0.004"
     assert (
