@@ -257,3 +257,15 @@ def test_timm_test_lines_keep_their_loss_out_of_the_training_loss(tmp_path: Path
     _, m, _ = _stored(tmp_path, TIMM)
     assert m["loss"] and all(v > 6.8 for v in m["loss"].values())
     assert m["test_loss"] and all(v in (5.296, 5.331) for v in m["test_loss"].values())
+
+
+def test_timm_train_lines_count_batches_over_epochs_from_epoch_0(tmp_path: Path) -> None:
+    # before: `Train: 12 [1200/1251 ( 96%)]` was read as a metric `Train` = 12 with no step,
+    # the records numbered 1, 2, 3 in file order. timm's epochs count from 0 (`range(
+    # start_epoch, num_epochs)`), so epoch 12's batch 1200 is update 12 x 1251 + 1200 even
+    # in a log that starts at epoch 12; the evaluation after it belongs to the epoch's end
+    _, m, _ = _stored(tmp_path, TIMM)
+    assert m["loss"] == {16212: 6.86, 16262: 6.84, 16263: 6.83}
+    assert set(m["test_loss"]) == {16262} and m["test_loss"][16262] == 5.331
+    assert "train" not in {k.lower() for k in m} and "test" not in {k.lower() for k in m}
+    assert m["lr"][16263] == 9.954e-04

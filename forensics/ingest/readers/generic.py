@@ -146,6 +146,7 @@ _STEP_WORDS = {"iter", "iters", "iteration", "iterations", "step", "steps"}
 _SKIP_COUNTS = {"skipped", "inf_nan_skip_batches"}
 _SUMMARY_WORDS = {"averaged", "average", "summary", "epoch"}
 _NEXT_BRACKET = re.compile(r"\]\s*\[\s*\Z")  # `][`, `]  [ `: the next bracketed counter
+_TRAIN_EPOCH = re.compile(r"(?i)(?:^|\s)train:\s*\Z")  # timm `Train: 12 [`: the epoch after it
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (InternEvo)
 _WORD = re.compile(r"[A-Za-z]")
@@ -182,7 +183,7 @@ _SECTION_SPLIT = {"valid": "val", "validation": "val", "val": "val", "eval": "ev
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
 _MAX_CONT_FIELDS = 12  # a step-less line with a loss and more fields than this is not a record
-_LOSSES = {"loss", "val_loss"}
+_LOSSES = {"loss", "val_loss", "test_loss"}
 _MAX_TEMPLATES = 5000  # distinct templates examined at most (the most frequent first)
 _SAMPLES = 3
 
@@ -200,6 +201,7 @@ class Template:
     keyed: bool = False  # the step is named (`step N`), not a bare leading number
     epoch_slot: int | None = None  # mmengine `[epoch][i/N]`: step = (epoch - 1) * N + i
     total_slot: int | None = None
+    epoch_from_zero: bool = False  # timm counts epochs from 0 whatever the file's first one
     ordinal: bool = False  # no step counter at all: records numbered in file order
     bar: bool = False  # the step is a training progress bar's counter (tqdm `n/N`)
     per_epoch: bool = False  # a bare `n/N` counter, which may restart after `Epoch E` lines
@@ -357,6 +359,9 @@ def infer(text: str, count: int) -> Template:
         unit = _GLUED.match(lits[i + 1])
         if unit and befores[i] and not key.lower().endswith(unit.group(1).lower()):
             key = f"{key} ({unit.group(1)})"  # `time 1019.95ms` -> `time (ms)`, `0.0m` -> minutes
+        if key.lower() in _SPLITS and lits[i + 1].strip() == "/":
+            skip.add(i + 1)  # timm `Test: [  50/195]`: the evaluation's batch counter
+            continue
         if key.lower() in _SPLITS and n - len(skip) == 2:  # build-nanogpt: `0 train 10.955`
             key = f"{key} loss"
         elif split_word and split_word not in key.lower() and "loss" in key.lower():
@@ -568,9 +573,17 @@ def _is_loss(key: str) -> bool:
 def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
     """mmengine / mmcv `Epoch [E][i/N]` or `Epoch(train) [E][i/N]`, the PyTorch examples'
     `Epoch: [E/M][ i/N]`, MAE-style MetricLogger `Epoch: [E]  [  i/N]` (LLaMA-Adapter,
-    BEiT): the step is the iteration counted over epochs."""
+    BEiT), timm's `Train: E [ i/N (p%)]`: the step is the iteration counted over epochs."""
     for i in range(1, len(lits) - 2):
-        if lits[i + 1].strip() != "/" or not _NEXT_BRACKET.search(lits[i]):
+        if lits[i + 1].strip() != "/":
+            continue
+        if lits[i].strip() == "[" and _TRAIN_EPOCH.search(lits[i - 1]):
+            # timm's `Train: 12 [  50/1251 (  4%)]`: epoch 12, its batch 50 of 1251
+            tpl.epoch_slot, tpl.step_slot, tpl.total_slot = i - 1, i, i + 1
+            tpl.epoch_from_zero = True  # `for epoch in range(start_epoch, num_epochs)`
+            skip.update({i - 1, i + 1})
+            return
+        if not _NEXT_BRACKET.search(lits[i]):
             continue
         j = i - 2 if i >= 2 and lits[i - 1].strip() == "/" else i - 1  # `[E/M]`: M epochs
         if lits[j].rstrip().endswith("[") and "epoch" in lits[j].lower():
@@ -848,6 +861,7 @@ def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]
             "step_slot": [t.step_slot for t in found.values()],
             "epoch_slot": [t.epoch_slot for t in found.values()],
             "total_slot": [t.total_slot for t in found.values()],
+            "epoch_from_zero": [t.epoch_from_zero for t in found.values()],
             "ordinal": [t.ordinal for t in found.values()],
             "cont": [t.cont and not t.is_record for t in found.values()],
             "per_epoch": [t.per_epoch for t in found.values()],
@@ -859,6 +873,7 @@ def _slot_table(found: dict[str, Template]) -> tuple[pl.DataFrame, pl.DataFrame]
             "step_slot": pl.Int64,
             "epoch_slot": pl.Int64,
             "total_slot": pl.Int64,
+            "epoch_from_zero": pl.Boolean,
             "ordinal": pl.Boolean,
             "cont": pl.Boolean,
             "per_epoch": pl.Boolean,
@@ -1107,7 +1122,8 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
     """The `step` of every record line: its step slot; with an epoch, the counter within the
     epoch added to the batches of the epochs before (`Epoch [E][i/N]`, `Epoch E: .. i/N`,
     `[epoch=E][batch=i/N]`, or `i/N` after an `Epoch E/M` line); in file order for logs
-    without a counter. Epochs count from 0 when a 0 is printed, else from 1."""
+    without a counter. Epochs count from 0 when a 0 is printed or the kind of log always
+    counts from 0 (timm), else from 1."""
     slot = pl.col("step_slot")
     num = pl.col("nums").list.get
     step = _integer(num(slot, null_on_oob=True))
@@ -1132,7 +1148,11 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
     epoch, total = pl.col("_epoch"), pl.col("_total")
     # one base for the file: a kind of line that first appears in a later epoch (Lightning's
     # bar grows `val_loss=` after the first validation) counts from the same epoch 0 or 1
-    base = pl.min_horizontal(epoch.filter(total.is_not_null()).min(), pl.lit(1))
+    base = (
+        pl.when(pl.col("epoch_from_zero").any())
+        .then(pl.lit(0))
+        .otherwise(pl.min_horizontal(epoch.filter(total.is_not_null()).min(), pl.lit(1)))
+    )
     hit = hit.with_columns(
         pl.when(pl.col("ordinal"))
         .then(ordinal)
