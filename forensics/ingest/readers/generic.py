@@ -43,6 +43,7 @@ from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.printed_config import printed_config
+from forensics.ingest.readers._epoch_restarts import counted_over_epochs
 from forensics.ingest.readers._generic_groups import dict_entries, group_totals
 from forensics.ingest.readers._text import (
     head_lines,
@@ -938,6 +939,7 @@ def extract(
         pl.col("body").str.extract_all(NUM).alias("nums")
     )
     hit = _steps(hit, _epoch_headers(prepared, found, notes), notes)
+    hit = counted_over_epochs(hit, _printed_epochs(found), notes)
     if any(t.bar for t in found.values()):
         hit = _training_bar_only(hit, [k for k, t in found.items() if t.bar], notes)
     # records whose step slot is not an integer (a decimal where a step was): not records
@@ -1116,6 +1118,20 @@ def _diverged_events(
         pl.lit("nonfinite_loss").alias("kind"),
         (pl.col("text") + after).alias("detail"),
     )
+
+
+def _printed_epochs(found: dict[str, Template]) -> dict[str, int]:
+    """Record templates with a step counter and, beside it, an epoch printed as a value
+    (`Epoch: 2, Iter: 100, loss:`): template -> the epoch's slot."""
+    table = alias_table()
+    out = {}
+    for key, t in found.items():
+        if not t.is_record or t.step_slot is None or t.epoch_slot is not None or t.ordinal:
+            continue
+        slot = next((i for i, n in t.names.items() if table.canonical(n) == "epoch"), None)
+        if slot is not None:
+            out[key] = slot
+    return out
 
 
 def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) -> pl.DataFrame:
