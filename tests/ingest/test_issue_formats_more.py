@@ -546,3 +546,61 @@ def test_deepspeed_overflow_glued_to_the_trainer_bar(tmp_path: Path) -> None:
     assert m["overflow"] == {7: 1.0, 8: 1.0, 9: 1.0}
     assert m["loss_scale"] == {7: 67108864.0, 8: 33554432.0, 9: 16777216.0}
     assert m["s/it"] == {6: 3.52, 7: 3.47, 8: 3.43}
+
+
+def _lightning1_epoch(e: int, losses: list[float], val: int, val_loss: float | None) -> str:
+    """One epoch of Lightning 1.x's bars as a captured file holds them (Lightning#3866 and
+    #4225's layout): the main bar counts training and validation batches together, and is
+    redrawn under the `Validating:` bar (tqdm's cursor-up `ESC[A`) while it validates."""
+    total, train = len(losses) + val, len(losses)
+    extra = "" if val_loss is None else f", val_loss={val_loss}"
+    out = []
+    for i, x in enumerate(losses, 1):
+        out.append(
+            f"Epoch {e}:  {100 * i // total:2d}%|#         | {i}/{total} [00:0{i % 10}<00:05,"
+            f"  3.1it/s, loss=4.58, v_num=0, train_loss_step={x}{extra}]"
+        )
+    for j in range(1, val + 1):
+        out.append(
+            f"\nValidating: {100 * j // val:3d}%|#         | {j}/{val} [00:00<00:00, 9.8it/s]\x1b[A"
+        )
+        out.append(
+            f"Epoch {e}:  {100 * (train + j) // total:2d}%|#         | {train + j}/{total} "
+            f"[00:05<00:00,  3.1it/s, loss=4.58, v_num=0, train_loss_step={losses[-1]}{extra}]"
+        )
+    return "\n".join(out) + "\n"
+
+
+def test_lightning1_bar_counts_training_batches_only(tmp_path: Path) -> None:
+    # before: the bar's 13 a epoch (10 training + 3 validation) were the steps: each epoch's
+    # 3 validation redraws added 3 flat 'training' points (11, 12, 13) and epoch 1 began at 13
+    e0 = [4.9, 4.8, 4.7, 4.6, 4.6, 4.5, 4.5, 4.4, 4.4, 4.3]
+    e1 = [4.3, 4.2, 10.2, 7.9, 5.6, 4.4, 4.3, 4.2, 4.2, 4.1]
+    text = _lightning1_epoch(0, e0, 3, None) + _lightning1_epoch(1, e1, 3, 4.35)
+    _, m, w = _stored(tmp_path, text)
+    assert m["loss"] == {i + 1: x for i, x in enumerate(e0 + e1)}  # 10 a epoch, spike at 13
+    assert m["val_loss"][20] == 4.35 and max(m["val_loss"]) == 20
+    assert any("13 batches an epoch, 3 of them validation" in x for x in w)
+
+
+LIGHTNING_SUMMARY = """\
+GPU available: True, used: True
+TPU available: False, using: 0 TPU cores
+
+  | Name  | Type            | Params
+------------------------------------------
+0 | model | GPT2LMHeadModel | 124 M 
+------------------------------------------
+124 M     Trainable params
+0         Non-trainable params
+124 M     Total params
+497.759   Total estimated model params size (MB)
+"""  # noqa: W291  Lightning's ModelSummary, printed before the bars (Lightning#3866)
+
+
+def test_lightning_model_summary_is_no_metric(tmp_path: Path) -> None:
+    # before: its row `0 | model | GPT2LMHeadModel | 124 M` was a metric `m` = 124 at step 0
+    e0 = [4.9, 4.8, 4.7, 4.6, 4.6, 4.5, 4.5, 4.4, 4.4, 4.3]
+    _, m, _ = _stored(tmp_path, LIGHTNING_SUMMARY + _lightning1_epoch(0, e0, 3, None))
+    assert set(m) == {"loss", "loss_(bar_running_mean)", "epoch", "it/s", "v_num"}
+    assert len(m["loss"]) == 10

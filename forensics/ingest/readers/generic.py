@@ -43,6 +43,7 @@ from forensics.canon import alias_table
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.printed_config import printed_config
+from forensics.ingest.readers._bar_validation import without_validation_counts
 from forensics.ingest.readers._epoch_restarts import counted_over_epochs
 from forensics.ingest.readers._generic_groups import dict_entries, group_totals
 from forensics.ingest.readers._text import (
@@ -148,6 +149,7 @@ _SKIP_COUNTS = {"skipped", "inf_nan_skip_batches"}
 _SUMMARY_WORDS = {"averaged", "average", "summary", "epoch"}
 _NEXT_BRACKET = re.compile(r"\]\s*\[\s*\Z")  # `][`, `]  [ `: the next bracketed counter
 _TRAIN_EPOCH = re.compile(r"(?i)(?:^|\s)train:\s*\Z")  # timm `Train: 12 [`: the epoch after it
+_MAGNITUDES = {"K", "M", "B", "G", "T", "k"}  # `124 M`: the unit of a count, not a name
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (InternEvo)
 _WORD = re.compile(r"[A-Za-z]")
@@ -355,6 +357,8 @@ def infer(text: str, count: int) -> Template:
             after = lits[i + 1]
             spaced = not lits[i] or lits[i][-1:] in " \t|,;"  # `| 4230.95 ms`, not `:39  time`
             key = _key_after(after) if spaced and (after[:1] in " %" or after[:1].isalpha()) else ""
+            if key in _MAGNITUDES:  # Lightning's model summary `0 | model | GPT | 124 M`
+                key = ""  # a count in millions, no metric's name
         if not _good_key(key):
             continue
         unit = _GLUED.match(lits[i + 1])
@@ -941,7 +945,9 @@ def extract(
     hit = _steps(hit, _epoch_headers(prepared, found, notes), notes)
     hit = counted_over_epochs(hit, _printed_epochs(found), notes)
     if any(t.bar for t in found.values()):
-        hit = _training_bar_only(hit, [k for k, t in found.items() if t.bar], notes)
+        bars = [k for k, t in found.items() if t.bar]
+        hit = _training_bar_only(hit, bars, notes)
+        hit = without_validation_counts(hit, prepared, bars, notes)
     # records whose step slot is not an integer (a decimal where a step was): not records
     bad_step = hit.filter(~pl.col("cont") & pl.col("step").is_null())
     hit = hit.filter(pl.col("cont") | pl.col("step").is_not_null())
