@@ -82,8 +82,11 @@ class RunData:
 
     @property
     def last_step(self) -> int:
-        """Last step any metric was logged at: the run's end as far as the logs know."""
+        """Last step any metric or logged event was at: the run's end as far as the logs know
+        (detectron2 raises `Loss became infinite or NaN at iteration=2137!` after its last
+        metric line, at 2119: the divergence that ends the run reaches 2137)."""
         ends = [int(m.steps[-1]) for m in (self.loss, *self.aux.values()) if len(m)]
+        ends += [int(s) for s, _, _ in self.events if s is not None]
         return max(ends) if ends else 0
 
     @property

@@ -557,6 +557,7 @@ def detect_data(
         lo = inc.onset_step - gap
         hi = _reach(inc, data.last_step)
         inc.events = [e for e in all_events if lo <= e.step <= hi and e.step > start_end]
+        inc.reports = ev.report_evidence(data, max(lo, start_end + 1), hi)
         _mark_nonfinite_peak(inc, data)
     quiet = quiet_jumps(incidents, data, sc, burn_step, cfg)
     incidents = [i for i in incidents if all(i is not q for q, _ in quiet)]
@@ -670,7 +671,7 @@ def _explain(
             inc.features["rollback_recurrence"] = recurrence.in_attempts(
                 inc, data.interval, attempts
             )
-        shape = _shape_evidence(inc, sc.log_space)
+        shape = _shape_evidence(inc, sc.log_space) + inc.reports
         inc.evidence = list(shape)
         classify(inc, rules, cfg, missing)  # the findings table: every rule, fired or not
         inc.evidence = shape

@@ -15,6 +15,7 @@ import numpy as np
 
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import Metric, RunData
+from forensics.detect.model import Evidence
 
 STARTUP_KINDS = {"scale_halving", "skipped", "overflow", "nonfinite_grad", "nan_iter"}
 
@@ -234,3 +235,24 @@ def startup_end(clusters: list[Cluster], burn_in_step: int) -> int:
         if all(e.kind in STARTUP_KINDS for e in c.events):
             end = max(end, c.last)
     return end
+
+
+SHOWN_REPORTS = 3  # a log's own words quoted per incident at most (the rest are counted)
+
+
+def report_evidence(data: RunData, lo: float, hi: float) -> list[Evidence]:
+    """What the log itself said inside an incident's window, quoted: the lines ingest kept as
+    events (`FloatingPointError: Loss became infinite or NaN at iteration=2137!`, a loss
+    scaler's overflow reports). A reader trusts the page that quotes them; the report
+    renders these rows and derives nothing from them."""
+    inside = [(s, k, d) for s, k, d in data.events if s is not None and lo <= s <= hi]
+    out = [Evidence("logged_report", int(s), d) for s, k, d in inside if k == "nonfinite_loss"][
+        :SHOWN_REPORTS
+    ]
+    overflow = [(s, d) for s, k, d in inside if k == "overflow"]
+    if overflow:
+        (a, line), b = overflow[0], overflow[-1][0]
+        span = f"step {a}" if a == b else f"steps {a}-{b}"
+        out.append(Evidence("logged_overflows", len(overflow), span))
+        out.append(Evidence("logged_overflow_first", int(a), line))
+    return out

@@ -107,6 +107,7 @@ class Incident:
     features: dict[str, FeatureValue] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+    reports: list[Evidence] = field(default_factory=list)  # the log's own lines (events.py)
     hypotheses: list[Hypothesis] = field(default_factory=list)
     log_next: list[LogNext] = field(default_factory=list)
     cause: str = "unknown"

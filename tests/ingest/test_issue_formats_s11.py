@@ -269,3 +269,63 @@ def test_timm_train_lines_count_batches_over_epochs_from_epoch_0(tmp_path: Path)
     assert set(m["test_loss"]) == {16262} and m["test_loss"][16262] == 5.331
     assert "train" not in {k.lower() for k in m} and "test" not in {k.lower() for k in m}
     assert m["lr"][16263] == 9.954e-04
+
+
+# ----- mmengine / mmdetection evaluation loops ---------------------------------------------
+_MME_TRAIN = (
+    "08/03 21:32:{s:02d} - mmengine - INFO - Epoch(train)  [{e}][{i:4d}/2931]  lr: 2.0000e-02  "
+    "eta: 0:03:00  time: 0.0572  data_time: 0.0017  memory: 2389  loss: {loss}  "
+    "loss_rpn_cls: 0.2084  loss_cls: 0.4510  acc: 92.1032"
+)
+_MME_VAL = (
+    "08/03 21:33:{s:02d} - mmengine - INFO - Epoch(val)  [{e}][{i:4d}/1000]    eta: 0:01:00  "
+    "time: 0.0638  data_time: 0.0020  memory: 797  "
+)
+_MME_SUMMARY = (
+    "08/03 21:33:52 - mmengine - INFO - Epoch(val) [{e}][1000/1000]    coco/bbox_mAP: {m}  "
+    "coco/bbox_mAP_50: 0.4100  data_time: 0.0020  time: 0.0638"
+)  # layout of open-mmlab/mmdetection#11893 and jbwang1997/CrossKD#15
+
+
+def _mmengine_epoch(e: int, m: float) -> list[str]:
+    lines = [_MME_TRAIN.format(s=i // 100, e=e, i=i, loss=0.9) for i in (2800, 2850, 2900)]
+    lines += [
+        "08/03 21:32:48 - mmengine - INFO - Exp name: faster-rcnn_r50_fpn_1x_coco_20240803",
+        f"08/03 21:32:48 - mmengine - INFO - Saving checkpoint at {e} epochs",
+    ]
+    lines += [_MME_VAL.format(s=i // 50, e=e, i=i) for i in (50, 100, 150)]
+    return [*lines, _MME_SUMMARY.format(e=e, m=m)]
+
+
+def test_mmengine_val_loop_is_no_training_step(tmp_path: Path) -> None:
+    # before: `Epoch(val) [1][ 50/1000]` was counted as training step 50 of a 1000-step
+    # epoch: its time/data_time/memory overwrote the training ones (a 'restart' note), and
+    # the mAP summary landed at step 1000 of the val axis instead of the epoch's end
+    _, m, w = _stored(tmp_path, "\n".join(_mmengine_epoch(1, 0.25) + _mmengine_epoch(2, 0.31)))
+    assert m["loss"] == {2800: 0.9, 2850: 0.9, 2900: 0.9, 5731: 0.9, 5781: 0.9, 5831: 0.9}
+    assert m["coco/bbox_map"] == {2900: 0.25, 5831: 0.31}  # the training step before it
+    assert set(m["memory"].values()) == {2389.0} and set(m["time"].values()) == {0.0572}
+    assert not any("restart or resume" in x for x in w)
+
+
+def test_mmdet2_val_summary_belongs_to_the_epoch_end(tmp_path: Path) -> None:
+    # mmdetection 2.x (open-mmlab/mmdetection#3446): `Epoch(val) [3][5000]` with no total;
+    # before, it was no record and its mAP was lost
+    train = (
+        "2020-07-31 21:53:16,301 - mmdet - INFO - Epoch [3][{i}/1749]\tlr: 2.000e-02, eta: "
+        "8:20:00, time: 1.911, data_time: 0.004, memory: 5280, loss_rpn_cls: 0.2643, "
+        "loss: {loss}, grad_norm: 3.1"
+    )
+    text = "\n".join(
+        [train.format(i=i, loss=1.2) for i in (1600, 1650, 1700)]
+        + [
+            "2020-07-31 21:54:16,210 - mmdet - INFO - Saving checkpoint at 3 epochs",
+            "2020-07-31 21:54:16,991 - mmdet - INFO - Epoch(val) [3][5000]\tbbox_mAP: 0.3300, "
+            "bbox_mAP_50: 0.5300, bbox_mAP_copypaste: 0.3300 0.5300 0.3300 0.3300 0.3300 0.3300",
+            train.replace("[3]", "[4]").format(i=50, loss=1.1),
+        ]
+    )
+    _, m, _ = _stored(tmp_path, text + "\n")
+    assert m["bbox_map"] == {2 * 1749 + 1700: 0.33} and m["bbox_map_50"] == {5198: 0.53}
+    assert not any("val" in k.lower() for k in m)  # no `Epoch(val)` counter as a metric
+    assert m["loss"][3 * 1749 + 50] == 1.1

@@ -196,6 +196,12 @@ def _postmortem(
     stored = (json.loads(row["features"]) if row.get("features") else {}).get("recovery_steps")
     if any(stored is None or int(a) != stored for a in after_peak):
         out.append(f"steps after the last peak quoted {after_peak} != stored {stored}")
+    logged = set(store.con.execute(
+        "SELECT step, detail FROM events WHERE run_id = ?", [run_id]
+    ).fetchall())  # fmt: skip
+    for step, line in re.findall(r"The log reports at step (\d+): `([^`]*)`", body):
+        if (int(step), line) not in logged:
+            out.append(f"a logged report quoted at step {step} is not in table events: {line}")
     returns = {b for _, b in stretches(row)}
     for b in re.findall(r"\bback at step (\d+)", body):
         if int(b) not in returns:
@@ -297,6 +303,12 @@ def _totals(
         "SELECT max(step) FROM metrics WHERE run_id = ? AND metric = ?",
         [run_id, next(iter(incidents.values()))["metric"]],
     ).fetchone()[0]
+    # a report the log printed after its last metric line (detectron2's NaN at iteration=N)
+    # is still the run: the run ends there as far as its logs know
+    (said,) = store.con.execute(
+        "SELECT max(step) FROM events WHERE run_id = ?", [run_id]
+    ).fetchone()  # fmt: skip
+    last = max(last, said) if said is not None else last
     covered: set[int] = set()
     for row in incidents.values():
         restart = row.get("restart_checkpoint_step")

@@ -131,7 +131,12 @@ _OVERFLOW = r"(?i)\boverflow\b.*(?:skip|loss.?scal)|^\s*(?:.*\bfound\s+)?inf dur
 # NanTensorHook `ERROR:tensorflow:Model diverged with loss = NaN.` (and its glog copy, the
 # `NanLossDuringTrainingError: NaN loss during training.` after it), OpenNMT-tf's
 # `RuntimeError: Model diverged with loss = NaN.`
-_DIVERGED = r"(?i)\bmodel diverged with loss\s*=\s*(?:nan|[-+]?inf)\b|\bnan loss during training\b"
+# detectron2's `FloatingPointError: Loss became infinite or NaN at iteration=2137!`.
+_DIVERGED = (
+    r"(?i)\bmodel diverged with loss\s*=\s*(?:nan|[-+]?inf)\b|\bnan loss during training\b"
+    r"|\bloss became infinite or nan\b"
+)
+_DIVERGED_AT = r"(?i)\bat iteration\s*=?\s*(\d+)"  # the step such a report prints, if any
 # A line at a step that says the step was skipped (minFM `Step 1557: detected nan/inf/spiky
 # gradient (norm=2.19); skipping optimizer step.`): not an overflow, it has its own step.
 _SKIPS = re.compile(r"(?i)\bskip(?:ping|ped|s)?\s+(?:\w+\s+){0,2}?(?:step|update|iteration)\b")
@@ -149,6 +154,9 @@ _SKIP_COUNTS = {"skipped", "inf_nan_skip_batches"}
 _SUMMARY_WORDS = {"averaged", "average", "summary", "epoch"}
 _NEXT_BRACKET = re.compile(r"\]\s*\[\s*\Z")  # `][`, `]  [ `: the next bracketed counter
 _TRAIN_EPOCH = re.compile(r"(?i)(?:^|\s)train:\s*\Z")  # timm `Train: 12 [`: the epoch after it
+# mmengine's evaluation loops (`Epoch(val)`, `Iter(test)`) and what their lines time
+_EVAL_LOOP = re.compile(r"(?i)\b(?:epoch|iter)\((?:val|test)\)")
+_LOOP_STATS = {"time", "data_time", "memory", "eta"}
 _MAGNITUDES = {"K", "M", "B", "G", "T", "k"}  # `124 M`: the unit of a count, not a name
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (InternEvo)
@@ -395,8 +403,24 @@ def infer(text: str, count: int) -> Template:
         keys = list(tpl.names.values())
         indented = lits[0][:1] in (" ", "\t") and len(keys) <= 3
         tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and any(map(_is_loss, keys)))
+    if _EVAL_LOOP.search(lits[0]):
+        _evaluation_loop(tpl)
     return tpl
 
+
+def _evaluation_loop(tpl: Template) -> None:
+    """mmengine's `Epoch(val) [1][ 50/1000]` counts the evaluation loop's iterations, not
+    training steps: its progress lines give no step (and their loop timings are no training
+    metric), and the closing `Epoch(val) [1][1000/1000] coco/bbox_mAP: ...` belongs to the
+    training step before it, as a continuation."""
+    tpl.step_slot = tpl.epoch_slot = tpl.total_slot = None
+    tpl.keyed = tpl.bar = tpl.per_epoch = False
+    tpl.names = {
+        i: k
+        for i, k in tpl.names.items()
+        if k.lower() not in _LOOP_STATS and not _EVAL_LOOP.search(k)  # nor its epoch counter
+    }
+    tpl.cont = True  # even with no metric left: the val lines between keep the summary attached
 
 def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]) -> None:
     """The slot a key names as the step: `step N`, `num_updates=N`, `completed step: N`,
@@ -1102,22 +1126,30 @@ def _diverged_events(
 ) -> pl.DataFrame:
     """`Model diverged with loss = NaN.` prints no step, and is often the only NaN a log
     shows (TensorFlow stops there): one event of kind 'nonfinite_loss' at the last step a
-    record printed before it ("after step N" in its detail; no step when none did). No
+    record printed before it ("after step N" in its detail; no step when none did), or at
+    the iteration the report prints (detectron2's `... NaN at iteration=2137!`). No
     NaN value is stored: the log prints none at any step. The copies of one report (glog's
     line, the exception's message) at the same step are one event."""
+    said = r"(?i)(\S*(?:model diverged|nan loss|loss became infinite).*?)\s*$"
     hit = diverged.select(
-        "line", pl.col("text").str.extract(r"(?i)(\S*(?:model diverged|nan loss).*?)\s*$", 1)
+        "line",
+        pl.col("text").str.extract(said, 1),
+        pl.col("text").str.extract(_DIVERGED_AT, 1).cast(pl.Int64, strict=False).alias("_at"),
     ).join_asof(records.sort("line"), on="line", strategy="backward")
+    printed = pl.col("_at").is_not_null()
+    hit = hit.with_columns(pl.coalesce("_at", "step").alias("step"), printed.alias("_printed"))
     hit = hit.unique(subset=["step"], keep="first", maintain_order=True)
     after = (
-        pl.when(pl.col("step").is_null())
+        pl.when(pl.col("_printed"))
+        .then(pl.lit(""))
+        .when(pl.col("step").is_null())
         .then(pl.lit(" (before any step the log prints)"))
         .otherwise(pl.lit(" (after step ") + pl.col("step").cast(pl.Utf8) + pl.lit(")"))
     )
     notes.append(
-        f"generic reader: {hit.height} 'model diverged with loss = NaN' reports without a "
-        "step: events of kind 'nonfinite_loss' at the last step printed before them (no "
-        "value stored)"
+        f"generic reader: {hit.height} 'model diverged with loss = NaN' reports: events of "
+        "kind 'nonfinite_loss' at the iteration they print, else at the last step printed "
+        "before them (no value stored)"
     )
     return hit.select(
         "step",
