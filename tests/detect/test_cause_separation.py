@@ -99,24 +99,22 @@ def _hypotheses(tmp_path: Path) -> dict[str, tuple[str, list[str]]]:
     return {c: (s, json.loads(n) if n else []) for c, s, n in rows}
 
 
-@pytest.mark.parametrize(
-    ("precision", "cause"),
-    [
-        ("fp16", "unknown"),  # an overflow cascade would look the same: left open
-        ("bf16", "stale_beta2"),  # no cascade, and the LR at a third of its peak: refuted
-    ],
-)
-def test_without_a_gradient_norm_stale_beta2_is_named_only_when_the_rest_is_refuted(
-    tmp_path: Path, precision: str, cause: str
-) -> None:
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_without_a_gradient_norm_stale_beta2_is_not_named(tmp_path: Path, precision: str) -> None:
+    # the gradient jump is the mechanism's own evidence: a loss-only log (with beta2 0.999 in
+    # its config) cannot separate a stale second moment from a too-high LR or a batch, in
+    # bf16 as in fp16 (before, bf16 with the LR at a third of its peak named stale_beta2)
     config = {"adam_beta2": 0.999, precision: True}
     found = stored_incidents(_write(tmp_path / "run", _echoing_spike, config, grad=False), tmp_path)
-    assert [(i["peak_step"], i["cause"]) for i in found] == [(2000, cause)]
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(2000, "unknown")]
     status, needs = _hypotheses(tmp_path)["stale_beta2"]
-    if cause == "unknown":
-        assert status == "not_evaluable" and "grad_norm" in needs
-    else:
-        assert status == "supported"
+    assert status == "not_evaluable" and "grad_norm" in needs
+
+
+def test_with_the_gradient_norm_the_same_spike_names_stale_beta2(tmp_path: Path) -> None:
+    config = {"adam_beta2": 0.999, "bf16": True}
+    found = stored_incidents(_write(tmp_path / "run", _echoing_spike, config, grad=True), tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(2000, "stale_beta2")]
 
 
 @pytest.mark.parametrize(("scale", "cause"), [(False, "unknown"), (True, "stale_beta2")])
