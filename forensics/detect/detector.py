@@ -501,8 +501,13 @@ def _grad_near_misses(
         i = min(max(int(np.searchsorted(sc.steps, step, side="right")) - 1, 0), len(sc.steps) - 1)
         if loss and len(sc.steps) and np.isfinite(sc.trend[i]) and sc.log_space and loss > 0:
             detail += f" (loss {np.exp(np.log(loss) - sc.trend[i]) - 1:+.1%} vs trend)"
-        if clip is not None:
-            detail += f"; clipping at {clip} absorbed it"
+        if clip is not None:  # the logged norm is the pre-clip one (HF, Megatron, OLMo)
+            acted = float(value) > float(clip)
+            detail += (
+                f"; above the clip at {clip}: clipping scaled that update down"
+                if acted
+                else f"; under the clip at {clip}: clipping did not act"
+            )
         out.append(
             NearMiss(int(step), "grad_norm", float(value), float(base), float(ratio), detail)
         )

@@ -246,13 +246,18 @@ def report_evidence(data: RunData, lo: float, hi: float) -> list[Evidence]:
     scaler's overflow reports). A reader trusts the page that quotes them; the report
     renders these rows and derives nothing from them."""
     inside = [(s, k, d) for s, k, d in data.events if s is not None and lo <= s <= hi]
-    out = [Evidence("logged_report", int(s), d) for s, k, d in inside if k == "nonfinite_loss"][
-        :SHOWN_REPORTS
-    ]
+    out = [
+        Evidence("logged_report", int(s), d)
+        for s, k, d in inside
+        if k == "nonfinite_loss" and d and d.strip()
+    ][:SHOWN_REPORTS]
     overflow = [(s, d) for s, k, d in inside if k == "overflow"]
     if overflow:
-        (a, line), b = overflow[0], overflow[-1][0]
+        a, b = overflow[0][0], overflow[-1][0]
         span = f"step {a}" if a == b else f"steps {a}-{b}"
         out.append(Evidence("logged_overflows", len(overflow), span))
-        out.append(Evidence("logged_overflow_first", int(a), line))
+        # the first with words to quote (rich wraps ColossalAI's `found inf` after `found`)
+        said = next(((s, d) for s, d in overflow if d and d.strip()), None)
+        if said is not None:
+            out.append(Evidence("logged_overflow_first", int(said[0]), said[1]))
     return out

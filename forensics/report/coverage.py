@@ -28,10 +28,15 @@ def coverage(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         family, _, layer = r["metric"].partition("/")
         layered = layer.isdigit()
         name = f"{family}/<layer>" if layered else r["metric"]
+        seen = name in out
         row = out.setdefault(name, {**r, "metric": name, "layers": 0})
         row["layers"] += 1 if layered else 0
         row["n"], row["first"] = max(row["n"], r["n"]), min(row["first"], r["first"])
         row["last"] = max(row["last"], r["last"])
+        if seen and r.get("nonfinite"):  # a layer's NaN/Inf counts for its family
+            row["nonfinite"] = (row.get("nonfinite") or 0) + r["nonfinite"]
+            firsts = (row.get("first_nonfinite"), r["first_nonfinite"])
+            row["first_nonfinite"] = min(x for x in firsts if x is not None)
     return sorted(out.values(), key=lambda r: (r["metric"] != "loss", r["metric"]))
 
 

@@ -413,10 +413,14 @@ def load_checkpoint_steps(store: Store, run_id: str) -> list[int]:
 
 
 def load_coverage(store: Store, run_id: str) -> list[dict[str, Any]]:
-    """Per metric: how many steps, first and last step, median interval between logged steps."""
+    """Per metric: how many steps, first and last step, median interval between logged steps,
+    and how many of its values are NaN/Inf (from which step)."""
     sql = """SELECT metric, count(*) AS n, min(step) AS first, max(step) AS last,
-                median(gap) AS interval FROM (
-                SELECT metric, step, step - lag(step) OVER (PARTITION BY metric ORDER BY step)
-                    AS gap FROM metrics WHERE run_id = ?)
+                median(gap) AS interval,
+                count(*) FILTER (WHERE NOT isfinite(value)) AS nonfinite,
+                min(step) FILTER (WHERE NOT isfinite(value)) AS first_nonfinite FROM (
+                SELECT metric, step, value,
+                    step - lag(step) OVER (PARTITION BY metric ORDER BY step) AS gap
+                FROM metrics WHERE run_id = ?)
              GROUP BY metric ORDER BY metric"""
     return _rows(store, sql, run_id)

@@ -116,6 +116,63 @@ def test_overflow_reports_are_counted_and_the_first_quoted(
     assert found == [(6, f"steps {steps[0]}-{steps[-1]}"), (steps[0], said[0][1])]
     pages = " ".join(p.read_text() for p in (tmp_path / "out" / "postmortems").glob("*.md"))
     assert (
-        f"The log reports 6 loss-scale overflows (steps {steps[0]}-{steps[-1]}); the first, at "
+        f"The log reports 6 loss-scale overflows (steps {steps[0]}-{steps[-1]}); at "
         f"step {steps[0]}: `{said[0][1]}`." in pages
     )
+
+
+def test_overflow_reports_without_words_are_counted_not_quoted_blank(
+    tmp_path: Path, no_browser: None
+) -> None:
+    # ColossalAI's `found inf during ShardedOptimV2 step` wrapped by rich after `found`
+    # (hpcaitech/ColossalAI#1375): the event has no text; before, the page quoted
+    # "(blank: 0 characters)"
+    out = []
+    for step in range(1, 401):
+        loss = 2.5 * math.exp(-step / 300) + 1.2 + 0.01 * math.sin(step)
+        if 300 <= step < 304:
+            out.append(
+                "[09/30/22 02:45:43] WARNING  colossalai - ShardedOptimizerV2 - WARNING: found"
+            )
+            out.append("                             inf during ShardedOptimV2 step")
+            loss *= 2.0
+        out.append(f"step {step} | loss {loss:.4f} | lr 2.5e-05")
+    folder = tmp_path / "cai"
+    folder.mkdir()
+    (folder / "train.log").write_text("\n".join(out) + "\n")
+    analyze(folder, tmp_path / "out", options=AnalyzeOptions(replay=False))
+    pages = " ".join(p.read_text() for p in (tmp_path / "out" / "postmortems").glob("*.md"))
+    assert "blank" not in pages and "The log reports 4 loss-scale overflows (steps" in pages
+
+
+# DeepSpeed-Chat step 3 (deepspeedai/DeepSpeedExamples#444): an RLHF actor and critic, no
+# `loss`; the issue's lines 3183-3185 verbatim, the steps around them in the same syntax
+DSCHAT = """\
+|E2E latency=2.10s |Gather latency=0.00s (0.00%) |Generate time=1.60s (75.20%) |Training time=0.42s (19.70%) |Others=0.10 (5.10%)|CurSamplesPerSec=1.88 |AvgSamplesPerSec=1.95
+epoch: 0|step: {step}|ppo_ep: 1|act_loss: {act}|cri_loss: {cri}|unsuper_loss: 0.0
+average reward score: -7.64842212
+-------------------------------------------------------------------------------------
+"""  # noqa: E501
+
+
+def test_nan_inf_in_metrics_no_check_reads_are_said_not_denied(
+    tmp_path: Path, no_browser: None
+) -> None:
+    # before: "No incident ...: no NaN/Inf value" while act_loss and cri_loss were inf from 3184
+    blocks = []
+    for step in range(3120, 3200):
+        act, cri = (0.17 + 0.01 * (step % 3), 0.27) if step < 3183 else ("inf", "inf")
+        if step == 3183:
+            act, cri = 30.921875, 30.515625
+        blocks.append(DSCHAT.format(step=step, act=act, cri=cri))
+    folder = tmp_path / "dschat"
+    folder.mkdir()
+    (folder / "training.log").write_text("".join(blocks))
+    analyze(folder, tmp_path / "out", options=AnalyzeOptions(replay=False))
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "no NaN/Inf value" not in readme
+    assert (
+        "The log holds NaN/Inf values the checks do not read, in `act_loss` (16, from step "
+        "3184), `cri_loss` (16, from step 3184)" in readme
+    )
+    assert "| `act_loss` | 80 | 3120–3199 | every 1 step | 16 from step 3184 |" in readme
