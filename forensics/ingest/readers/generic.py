@@ -422,6 +422,7 @@ def _evaluation_loop(tpl: Template) -> None:
     }
     tpl.cont = True  # even with no metric left: the val lines between keep the summary attached
 
+
 def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]) -> None:
     """The slot a key names as the step: `step N`, `num_updates=N`, `completed step: N`,
     `[batch=N/M]` (Composer: a batch counter with its total)."""
