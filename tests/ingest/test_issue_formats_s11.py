@@ -329,3 +329,24 @@ def test_mmdet2_val_summary_belongs_to_the_epoch_end(tmp_path: Path) -> None:
     assert m["bbox_map"] == {2 * 1749 + 1700: 0.33} and m["bbox_map_50"] == {5198: 0.53}
     assert not any("val" in k.lower() for k in m)  # no `Epoch(val)` counter as a metric
     assert m["loss"][3 * 1749 + 50] == 1.1
+
+
+# ----- PaddleNLP (ERNIE pre-training) -----------------------------------------------------------
+PADDLENLP_3867 = """\
+[2022-11-23 09:46:28,799] [    INFO] - global step 2000, loss: 8.075826, lm_loss: 7.379850, sop_loss: 0.695985, speed: 2.88 steps/s, ips: 92.20 seqs/s, learning rate: 5.00000e-06, loss_scaling: 131072.00, incr_count: 0.00, decr_count: 0.00
+[2022-11-23 09:46:31,176] [    INFO] - valid step 2000, batch: 10, loss: 7.448310, lm_loss: 6.745527, sop_loss: 0.702782, ips: 135 seqs/s
+[2022-11-23 09:52:19,596] [    INFO] - global step 3000, loss: 7.211366, lm_loss: 6.515039, sop_loss: 0.696318, speed: 2.87 steps/s, ips: 91.84 seqs/s, learning rate: 7.50000e-06, loss_scaling: 262144.00, incr_count: 0.00, decr_count: 0.00
+[2022-11-23 09:52:21,581] [    INFO] - valid step 3000, batch: 10, loss: 7.004147, lm_loss: 6.310410, sop_loss: 0.693736, ips: 161 seqs/s
+[2022-11-23 09:58:07,013] [    INFO] - global step 4000, loss: 6.933494, lm_loss: 6.236543, sop_loss: 0.696950, speed: 2.89 steps/s, ips: 92.64 seqs/s, learning rate: 1.00000e-05, loss_scaling: 262144.00, incr_count: 70.00, decr_count: 0.00
+"""  # noqa: E501  https://github.com/PaddlePaddle/PaddleNLP/issues/3867
+
+
+def test_paddlenlp_valid_lines_keep_their_loss_apart(tmp_path: Path) -> None:
+    # before: `valid step 2000, ..., loss: 7.448310` shared the training line's step and, read
+    # last, replaced its loss (8.075826): every stored `loss` was the validation loss, and
+    # `valid step` was a metric; `loss_scaling` was not the loss scale
+    _, m, _ = _stored(tmp_path, PADDLENLP_3867)
+    assert m["loss"] == {2000: 8.075826, 3000: 7.211366, 4000: 6.933494}
+    assert m["val_loss"] == {2000: 7.448310, 3000: 7.004147}
+    assert m["loss_scale"] == {2000: 131072.0, 3000: 262144.0, 4000: 262144.0}
+    assert not any("step" in k for k in m)

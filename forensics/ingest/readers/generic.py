@@ -158,6 +158,10 @@ _TRAIN_EPOCH = re.compile(r"(?i)(?:^|\s)train:\s*\Z")  # timm `Train: 12 [`: the
 _EVAL_LOOP = re.compile(r"(?i)\b(?:epoch|iter)\((?:val|test)\)")
 _LOOP_STATS = {"time", "data_time", "memory", "eta"}
 _MAGNITUDES = {"K", "M", "B", "G", "T", "k"}  # `124 M`: the unit of a count, not a name
+# an evaluation's own counter named with its split (`valid step 2000`, `eval iter 30`)
+_SPLIT_COUNTER = re.compile(
+    r"(?:val|valid|validation|eval|evaluation|test)[ _](?:step|iter|iteration|batch|epoch)s?\Z"
+)
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (InternEvo)
 _WORD = re.compile(r"[A-Za-z]")
@@ -372,6 +376,8 @@ def infer(text: str, count: int) -> Template:
         unit = _GLUED.match(lits[i + 1])
         if unit and befores[i] and not key.lower().endswith(unit.group(1).lower()):
             key = f"{key} ({unit.group(1)})"  # `time 1019.95ms` -> `time (ms)`, `0.0m` -> minutes
+        if tpl.step_slot is None and _SPLIT_COUNTER.match(key.lower()):
+            continue  # PaddleNLP `valid step 2000, batch: 10, loss:`: the counter, no metric
         if key.lower() in _SPLITS and lits[i + 1].strip() == "/":
             skip.add(i + 1)  # timm `Test: [  50/195]`: the evaluation's batch counter
             continue
@@ -652,7 +658,12 @@ def _split_of(lits: list[str], befores: list[str]) -> str:
     for key in befores[: upto + 1]:
         # a split word that names a counter (timm's `Test: [  50/195]`) still says what
         # kind of line this is
-        named = key and _good_key(key) and key.strip().lower() not in _SPLITS
+        named = (
+            key
+            and _good_key(key)
+            and key.strip().lower() not in _SPLITS
+            and not _SPLIT_COUNTER.match(key.strip().lower())
+        )
         text = text.replace(key, " ") if named else text
     words = re.findall(r"[A-Za-z]+", text.lower())
     for w in words:
