@@ -107,3 +107,30 @@ def test_time_llm_iterations_are_counted_over_epochs(tmp_path: Path) -> None:
     # the epoch summaries follow their epoch's last bar line: one per epoch, at its end
     assert m["epoch/vali_loss"] == {2000: 0.61, 4000: 0.62, 6000: 0.63}
     assert not any("restart or resume" in x for x in w)
+
+
+# ----- llama-recipes / llama-cookbook finetuning (meta-llama/llama-cookbook#300) ---------------
+# its tqdm description: `Training Epoch: {epoch+1}/{num_epochs}, step {step}/{len(loader)}
+# completed (loss: {loss})`, the bar after it; at 100% the bar is one blank narrower
+_LLAMA_RECIPES = (
+    "Training Epoch: {e}/150, step {i}/8 completed (loss: {loss}): {pct:3d}%|{bar}| {n}/8 "
+    "[00:0{n}<00:03,  3.78s/it]"
+)
+
+
+def test_llama_recipes_steps_count_over_epochs_with_the_printed_length(tmp_path: Path) -> None:
+    # before: `step i/8` restarted every epoch and epochs 1-2 went to `conflicts` as a
+    # resumed attempt; the epoch key is `Training Epoch`, and the last step of an epoch is
+    # a kind of line of its own (`100%` one blank narrower)
+    lines = []
+    for e in (1, 2, 3):
+        for i in range(8):
+            loss = 6.5 if (e, i) == (2, 5) else round(1.4 - 0.03 * ((e - 1) * 8 + i), 4)
+            n = i + 1
+            lines.append(
+                _LLAMA_RECIPES.format(e=e, i=i, loss=loss, pct=100 * n // 8, bar="#" * n, n=n)
+            )
+    _, m, w = _stored(tmp_path, "\n".join(lines) + "\n")
+    assert sorted(m["loss"]) == list(range(24))  # 8 a epoch, from the printed `/8`
+    assert m["loss"][8 + 5] == 6.5
+    assert any("8 per epoch" in x for x in w) and not any("restart or resume" in x for x in w)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from forensics.ingest.readers._text import SLOT
 from forensics.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -26,19 +27,32 @@ else:  # the generic reader is imported by every ingest; numpy/polars load when 
 
 
 def counted_over_epochs(
-    hit: pl.DataFrame, epoch_slots: dict[str, int], notes: list[str]
+    hit: pl.DataFrame, epoch_slots: dict[str, tuple[int, str]], notes: list[str]
 ) -> pl.DataFrame:
     """`hit` with the step of every record line of the templates in `epoch_slots` (template
-    -> slot of its printed epoch) counted over epochs where its counter restarts per epoch."""
-    for tpl, slot in epoch_slots.items():
+    -> slot and name of its printed epoch) counted over epochs where its counter restarts
+    per epoch. Other kinds of line printing the same epoch (llama-recipes' bar at 100%,
+    one blank narrower than at 17%) are counted with the same epoch length."""
+    done: set[str] = set()
+    by_rows = sorted(epoch_slots, key=lambda t: -_records(hit, t).height)
+    for tpl in by_rows:
+        slot, name = epoch_slots[tpl]
         rows = _records(hit, tpl)
-        epoch = rows["nums"].list.get(slot, null_on_oob=True).cast(pl.Float64, strict=False)
-        offsets = _offsets(rows["step"].to_numpy(), epoch.to_numpy())
-        if offsets is None:
+        offsets = _offsets(rows["step"].to_numpy(), _epochs(rows, slot), _printed_total(rows))
+        if tpl in done or offsets is None:
             continue
         length, base, shifted = offsets
         shifts = [rows.select("line", pl.Series("_offset", shifted))]
+        for other, (o_slot, o_name) in epoch_slots.items():
+            o_rows = _records(hit, other)
+            o_epochs = _epochs(o_rows, o_slot)
+            if other == tpl or other in done or o_name != name or not _whole(o_epochs):
+                continue
+            done.add(other)
+            offset = ((o_epochs - base) * length).astype(np.int64)
+            shifts.append(o_rows.select("line", pl.Series("_offset", offset)))
         shifts += _in_step(hit, tpl, rows["line"].to_numpy(), shifted, set(epoch_slots))
+        done.add(tpl)
         hit = hit.join(pl.concat(shifts), on="line", how="left").with_columns(
             (pl.col("step") + pl.col("_offset").fill_null(0)).alias("step")
         )
@@ -49,6 +63,14 @@ def counted_over_epochs(
             f"counts of a full epoch), epoch {base} first"
         )
     return hit
+
+
+def _epochs(rows: pl.DataFrame, slot: int) -> np.ndarray:
+    return rows["nums"].list.get(slot, null_on_oob=True).cast(pl.Float64, strict=False).to_numpy()
+
+
+def _whole(epochs: np.ndarray) -> bool:
+    return bool(len(epochs)) and bool(np.all(np.isfinite(epochs) & (epochs == np.floor(epochs))))
 
 
 def _records(hit: pl.DataFrame, tpl: str) -> pl.DataFrame:
@@ -79,10 +101,25 @@ def _in_step(
     return out
 
 
-def _offsets(steps: np.ndarray, epochs: np.ndarray) -> tuple[int, int, np.ndarray] | None:
+def _printed_total(rows: pl.DataFrame) -> int | None:
+    """The epoch's length when the counter prints it (`step 10/64`), the same on every line."""
+    if not rows.height or rows["step_slot"][0] is None:
+        return None
+    k = int(rows["step_slot"][0])
+    lits = str(rows["tpl"][0]).split(SLOT)
+    if k + 1 >= len(lits) or lits[k + 1].strip() != "/":
+        return None
+    totals = rows["nums"].list.get(k + 1, null_on_oob=True).cast(pl.Int64, strict=False)
+    return int(totals[0]) if totals.n_unique() == 1 and totals[0] is not None else None
+
+
+def _offsets(
+    steps: np.ndarray, epochs: np.ndarray, printed: int | None = None
+) -> tuple[int, int, np.ndarray] | None:
     """(epoch length, first epoch, offset per line) when the counter restarts exactly at
-    every new epoch; None otherwise (a global step, a restart, a fractional epoch)."""
-    if len(steps) < 4 or not np.all(np.isfinite(epochs)) or np.any(epochs != np.floor(epochs)):
+    every new epoch; None otherwise (a global step, a restart, a fractional epoch). The
+    length is the printed total when the counter prints one and every count fits in it."""
+    if len(steps) < 4 or not _whole(epochs):
         return None
     d_epoch, d_step = np.diff(epochs), np.diff(steps)
     new_epoch = d_epoch > 0
@@ -96,6 +133,8 @@ def _offsets(steps: np.ndarray, epochs: np.ndarray) -> tuple[int, int, np.ndarra
     starts = np.concatenate([[0], ends + 1])
     zero_based = bool(np.min(steps[starts]) == 0)
     length = int(np.max(steps[ends])) + (stride if zero_based else 0)
+    if printed is not None and printed >= int(np.max(steps)) + (1 if zero_based else 0):
+        length = printed
     base = 0 if np.min(epochs) == 0 else 1
     return length, base, ((epochs - base) * length).astype(np.int64)
 

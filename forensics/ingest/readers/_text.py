@@ -77,6 +77,9 @@ _ISO_TS = r"(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[.,](\d{1,9}))?"
 # nanotron / Python logging default `%m/%d/%Y %H:%M:%S`.
 _US_TS = r"(\d{2})/(\d{2})/(\d{4}) (\d{2}:\d{2}:\d{2})"
 
+# A number's place in a line template: NUL never survives read_text, so no line holds it.
+SLOT = "\x00"
+
 
 def looks_like_text_log(path: Path, head: str) -> bool:
     """Cheap gate before any regex: a file, text (no NUL), not a document or data format."""

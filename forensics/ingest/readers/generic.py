@@ -47,6 +47,7 @@ from forensics.ingest.readers._bar_validation import without_validation_counts
 from forensics.ingest.readers._epoch_restarts import counted_over_epochs
 from forensics.ingest.readers._generic_groups import dict_entries, group_totals
 from forensics.ingest.readers._text import (
+    SLOT,
     head_lines,
     line_frame,
     looks_like_text_log,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
 else:
     pl = lazy_module("polars")
 
-SLOT = "\x00"  # NUL never survives read_text, so it cannot occur in a line
 # A number as logs print it. The leading \b keeps digits inside names (`gpt2`, `mtp_1`,
 # `h100`) out; NaN/Inf need a trailing \b too so that `nanz`, `info`, `inference` stay text.
 NUM = (
@@ -1170,17 +1170,19 @@ def _diverged_events(
     )
 
 
-def _printed_epochs(found: dict[str, Template]) -> dict[str, int]:
+def _printed_epochs(found: dict[str, Template]) -> dict[str, tuple[int, str]]:
     """Record templates with a step counter and, beside it, an epoch printed as a value
-    (`Epoch: 2, Iter: 100, loss:`): template -> the epoch's slot."""
+    (`Epoch: 2, Iter: 100, loss:`, llama-recipes' `Training Epoch: 1/4, step 10/64`):
+    template -> the epoch's slot and name."""
     table = alias_table()
     out = {}
     for key, t in found.items():
         if not t.is_record or t.step_slot is None or t.epoch_slot is not None or t.ordinal:
             continue
-        slot = next((i for i, n in t.names.items() if table.canonical(n) == "epoch"), None)
-        if slot is not None:
-            out[key] = slot
+        for i, n in t.names.items():
+            if table.canonical(n) == "epoch" or re.split(r"[\s_]+", n.lower())[-1] == "epoch":
+                out[key] = (i, n.lower())
+                break
     return out
 
 
