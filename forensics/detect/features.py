@@ -119,7 +119,7 @@ def compute(
     f.update(_loss_shape(inc, data, ctx, cfg))
     f.update(_gradient(inc, data, cfg))
     f.update(_optimizer(inc, data, ctx, cfg))
-    f.update(_scaler(inc, data, cfg))
+    f.update(_scaler(inc, data, cfg, ctx.absurd_loss))
     f["lr_vs_earlier_lr_too_high"] = _lr_recurrence(inc, data, earlier or [], cfg)
     f["single_point_peaks"] = _single_point_peaks(inc, data, cfg)
     f["lr_phase"] = _lr_phase(f.get("lr_frac"), f.get("warmup_progress"))
@@ -681,6 +681,14 @@ def _overflow_signs(inc: Incident, data: RunData, g: Metric) -> np.ndarray:
     return st[~np.isfinite(v) & np.isfinite(loss)]
 
 
+def _bad_loss_steps(data: RunData, lo: float, hi: float, absurd: float | None) -> list[int]:
+    """Logged steps in [lo, hi] whose loss is NaN/Inf or at the absurd level."""
+    st, v = data.loss.window_steps(lo, hi)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(v) | (v >= absurd if absurd else False)
+    return [int(s) for s in st[bad]]
+
+
 def _overflow_from(inc: Incident, data: RunData) -> float:
     """First step an overflow still belongs to the incident: max(50, 5 log intervals) before
     its onset (the scaler fights for a while before the loss leaves its trend)."""
@@ -706,18 +714,30 @@ def _cascade_start(inc: Incident, data: RunData, hit: np.ndarray) -> int:
     return int(min(steps))
 
 
-def _scaler(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, FeatureValue]:
+def _scaler(
+    inc: Incident, data: RunData, cfg: DetectConfig, absurd: float | None
+) -> dict[str, FeatureValue]:
     """The scaler's halvings and skips up to the step where the loss went non-finite for
     good (that step included): from there every step overflows and the scaler halves for
     each, a reaction to a loss already gone (a too-high LR's divergence to NaN in an fp16
     run), not a cascade that led to it. A burst of overflowing steps the loss comes back
-    from is the cascade itself. NaN iterations count over the whole incident."""
+    from is the cascade itself. A halving at a loss that is itself NaN/Inf or absurd (or at
+    the next logged point) is that value's reaction too: an overflow cascade skips steps
+    whose loss is finite, a corrupted forward pass (a hardware fault) hands the scaler a
+    bad loss. NaN iterations count over the whole incident."""
     lo = inc.onset_step - max(cfg.event_gap_steps, 3 * data.interval)
     hi = inc.span_end
     tail = nonfinite_tail(data.loss, int(np.searchsorted(data.loss.steps, inc.onset_step)))
     cut = hi if tail is None else tail
     evs = [e for e in inc.events if lo <= e.step <= hi]
-    kept = [e for e in evs if e.step <= cut]
+    bad = _bad_loss_steps(data, lo, hi, absurd)
+    reach = max(1.0, data.interval)
+    kept = [
+        e
+        for e in evs
+        if e.step <= cut
+        and not (e.kind == "scale_halving" and any(b <= e.step <= b + reach for b in bad))
+    ]
     out: dict[str, FeatureValue] = {
         "scale_halvings": float(sum(e.value for e in kept if e.kind == "scale_halving")),
         "skipped": float(sum(e.value for e in kept if e.kind in ("skipped", "overflow"))),

@@ -130,7 +130,9 @@ FEATURES: dict[str, str] = {
     "precision": "fp16, bf16 or fp32 from the config (None when unknown)",
     "scale_halvings": "halvings of the fp16 loss scale from shortly before the onset to the "
     "end of the incident, or to where its loss went non-finite for good (that step "
-    "included): the scaler halves at every step after it, a reaction to a loss already gone",
+    "included): the scaler halves at every step after it, a reaction to a loss already gone; "
+    "a halving at a NaN/Inf or absurd loss (or the next logged point) is that bad value's "
+    "reaction too, not counted",
     "scale_drop": "largest / smallest loss scale over the same span (1 = unchanged)",
     "skipped": "skipped iterations (and scaler overflow reports) over the same span",
     "nan_iters": "NaN iterations counted by the trainer over the same span",

@@ -2,13 +2,12 @@
 
 - Stale beta2 without a gradient norm: beta2 0.999 is PyTorch's and the HF Trainer's
   default, and an echoing spike in the loss alone looks the same after an fp16 overflow
-  cascade or a too-high LR. It is named only when the log refutes those (bf16, the LR past
-  its peak); else the cause is left open and the gradient norm is what to log.
+  cascade, a too-high LR or a batch. It is not named; the gradient norm is what to log.
 - A rare-token batch in a beta2 = 0.999 run that was back at once: nothing was amplified;
   the gradient norm (taken before the optimizer) jumped with the batch.
 - A divergence at the peak LR a few warm-up lengths in is the LR's, not stale beta2's.
-- One non-finite loss in an fp16 run, the scale halved once for it: the scaler reacting to
-  a bad value (a fault), not an overflow cascade (halvings, skipped steps before it).
+- NaN losses in an fp16 run, the scale halved once for each: the scaler reacting to bad
+  values (a fault), not an overflow cascade (halvings at finite losses, skipped steps).
 - An absurd loss value at an epoch boundary, where the trend lags the drop: the loss after
   it is where it was before it, so the value was corrupted, not the model.
 
@@ -212,22 +211,26 @@ def test_a_collapse_before_a_lasting_rise_is_the_data_in_a_beta2_0999_run(
 
 
 @pytest.mark.parametrize(
-    ("overflows", "halvings", "cause"),
+    ("overflows", "nans", "halvings", "cause"),
     [
-        ((), 1, "hardware_fault"),  # one NaN loss; the scaler halves once for it
-        ((1990, 1995), 3, "fp16_overflow"),  # two skipped overflows first: a cascade
+        ((), (2000,), 0, "hardware_fault"),  # one NaN loss; the scaler halves once for it
+        # two NaN losses 6 steps apart, a halving at each: the reactions to two bad values
+        # (counted as a cascade's 2 halvings before, and named fp16_overflow)
+        ((), (2000, 2006), 0, "hardware_fault"),
+        ((1990, 1995), (2000,), 2, "fp16_overflow"),  # two skipped overflows first: a cascade
     ],
 )
-def test_one_nan_loss_in_fp16_with_one_halving_is_a_fault_not_an_overflow(
-    tmp_path: Path, overflows: tuple[int, ...], halvings: int, cause: str
+def test_nan_losses_in_fp16_with_a_halving_each_are_a_fault_not_an_overflow(
+    tmp_path: Path, overflows: tuple[int, ...], nans: tuple[int, ...], halvings: int, cause: str
 ) -> None:
-    """The loss is NaN at step 2000 (its gradient norm too) and on trend from the next step.
-    The scaler halves its scale for every non-finite gradient, so one halving is its
-    reaction to the bad value itself; an overflow cascade halves it before the spike."""
-    bad = (*overflows, 2000)
+    """The loss is NaN at the `nans` steps (its gradient norm too) and on trend from the
+    next step. The scaler halves its scale for every non-finite gradient, so a halving at a
+    NaN loss is its reaction to the bad value itself, not counted; an overflow cascade
+    halves it at steps whose loss is finite, before the spike."""
+    bad = (*overflows, *nans)
 
     def fault(step: int, loss: float) -> tuple[float, float]:
-        if step == 2000:
+        if step in nans:
             return float("nan"), float("nan")
         return loss, (float("inf") if step in overflows else 1.0)
 
