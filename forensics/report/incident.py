@@ -105,11 +105,20 @@ def stretches(inc: Incident) -> list[Stretch]:
     return out
 
 
+WINDOW_POINTS = 10  # logged points of context shown at least on each side of an incident
+
+
 def window(inc: Incident, sym: Symptoms, frame: pl.DataFrame) -> tuple[int, int]:
-    """Steps around the incident worth showing: some context before, the recovery after."""
+    """Steps around the incident worth showing: some context before, the recovery after,
+    and at least WINDOW_POINTS logged points on each side in a sparse log (timm logs every
+    50 steps: 50 steps of context were one point, and no loss line was drawn before a NaN)."""
     end = max(x for x in (inc.peak_step, inc.end_step, sym.recovery) if x is not None)
     pad = max(50, end - inc.onset_step)
     if frame.height == 0:
         return inc.onset_step - pad, end + pad
+    steps = frame["step"].unique().sort()
+    gaps = steps.diff().drop_nulls()
+    if gaps.len():
+        pad = max(pad, WINDOW_POINTS * int(gaps.median()))  # type: ignore[arg-type]
     first, last = int(frame["step"].min()), int(frame["step"].max())  # type: ignore[arg-type]
     return max(first, inc.onset_step - pad), min(last, end + pad)

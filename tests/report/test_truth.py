@@ -232,3 +232,23 @@ def test_unknown_cause_with_an_inconclusive_probe_is_not_called_all_refuted(
     assert "refuted every hypothesis" not in page
     assert "Replay confirmed none of the hypotheses it tested (inconclusive: " in page
     assert "; refuted: " in page
+
+
+def test_the_figure_window_holds_logged_points_in_a_sparse_log() -> None:
+    # timm logs every 50 steps: 50 steps of context before a NaN at 18114 were one logged
+    # point, and the figure drew no loss line before the NaN
+    import types
+
+    import polars as pl
+
+    from forensics.report.incident import WINDOW_POINTS, window
+
+    steps = list(range(15012, 20015, 50))
+    frame = pl.DataFrame({"step": steps, "loss": [6.7] * len(steps)})
+    inc = _incident(onset_step=18112, peak_step=18112, end_step=None, type="divergent")
+    lo, hi = window(inc, types.SimpleNamespace(recovery=None), frame)  # type: ignore[arg-type]
+    assert sum(lo <= s < 18112 for s in steps) >= WINDOW_POINTS
+    assert sum(18112 < s <= hi for s in steps) >= WINDOW_POINTS - 1
+    # every step logged: the 50-step context as before
+    dense = pl.DataFrame({"step": list(range(0, 400)), "loss": [3.0] * 400})
+    assert window(_incident(), types.SimpleNamespace(recovery=None), dense) == (50, 160)  # type: ignore[arg-type]
