@@ -118,6 +118,7 @@ class RunReport:
     screen: dict[str, Any] | None = None  # detect's screen_coverage row
     source_names: list[dict[str, Any]] = field(default_factory=list)
     rollbacks: list[dict[str, Any]] = field(default_factory=list)  # detect's `rollbacks`
+    data_errors: list[dict[str, Any]] = field(default_factory=list)  # ingest's `data_error` events
 
     @property
     def troubled_rollbacks(self) -> list[dict[str, Any]]:
@@ -186,6 +187,7 @@ def build_report(
         min_severity=opts.min_severity,
         screen=screen,
         rollbacks=rollbacks,
+        data_errors=model.load_data_errors(store, run_id),
     )
 
 

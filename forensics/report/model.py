@@ -412,6 +412,15 @@ def load_checkpoint_steps(store: Store, run_id: str) -> list[int]:
     return [int(r["step"]) for r in _rows(store, sql, run_id)]
 
 
+def load_data_errors(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """The log's reports of data the model cannot take (ingest's `data_error` events)."""
+    sql = (
+        "SELECT step, detail FROM events WHERE run_id = ? AND kind = 'data_error' "
+        "ORDER BY step NULLS FIRST"
+    )
+    return _rows(store, sql, run_id)
+
+
 def load_coverage(store: Store, run_id: str) -> list[dict[str, Any]]:
     """Per metric: how many steps, first and last step, median interval between logged steps,
     and how many of its values are NaN/Inf (from which step)."""

@@ -176,3 +176,26 @@ def test_nan_inf_in_metrics_no_check_reads_are_said_not_denied(
         "3184), `cri_loss` (16, from step 3184)" in readme
     )
     assert "| `act_loss` | 80 | 3120–3199 | every 1 step | 16 from step 3184 |" in readme
+
+
+def test_llmc_token_out_of_vocabulary_is_reported_in_the_summary(
+    real_logs: Path, tmp_path: Path, no_browser: None
+) -> None:
+    # HectorFCardenas/llm.c gpt2_train.11685414.log, line 19761: llm.c prints
+    # `Error: Token out of vocabulary at train_gpt2.cu:675` (Token: 678715752, Vocab: 50257)
+    # inside its step 19528 line and trains on. Before, only a parser note said it and the
+    # README called the run clean
+    log = real_logs / "HectorFCardenas__llm.c" / "gpt2_train.11685414.log"
+    result = analyze(log, tmp_path / "out", options=AnalyzeOptions(replay=False))
+    with open_store(result.db, read_only=True) as store:
+        said = store.con.execute(
+            "SELECT step, detail FROM events WHERE kind = 'data_error'"
+        ).fetchall()
+        (loss,) = store.con.execute(
+            "SELECT value FROM metrics WHERE metric = 'loss' AND step = 19528"
+        ).fetchone()  # type: ignore[misc]
+    assert said == [(19528, "Error: Token out of vocabulary at train_gpt2.cu:675")]
+    assert loss == 3.329409  # the record the error was printed into is still read
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "**The log reports data the model cannot take**" in readme
+    assert "- step 19528: `Error: Token out of vocabulary at train_gpt2.cu:675`" in readme

@@ -44,6 +44,7 @@ from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.printed_config import printed_config
 from forensics.ingest.readers._bar_validation import without_validation_counts
+from forensics.ingest.readers._data_errors import data_error_events
 from forensics.ingest.readers._epoch_restarts import counted_over_epochs
 from forensics.ingest.readers._generic_groups import dict_entries, group_totals
 from forensics.ingest.readers._text import (
@@ -1018,6 +1019,10 @@ def extract(
         out = _overflow_rows(overflows, records, out, notes, events)
     if diverged.height and events is not None:
         events.append(_diverged_events(diverged, records, notes))
+    if events is not None:
+        errors = data_error_events(lines, records, notes)
+        if errors.height:
+            events.append(errors)
     nonblank = lines.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0).height
     ignored = nonblank - pl.concat([out["line"], said]).n_unique()
     if bad_step.height:
