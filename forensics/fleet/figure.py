@@ -27,7 +27,9 @@ def _loss(store: Store, run_id: str, lo: int, hi: int) -> tuple[np.ndarray, np.n
 
 
 def overlay(store: Store, rec: FleetRecurrence) -> go.Figure:
-    """Spiking runs solid, runs that cover the step without spiking dotted grey."""
+    """Spiking runs in colour, each with its own dash pattern (runs that share the data order
+    lie on top of each other: the fleet review saw 2 curves for 4 runs), runs that cover the
+    step without spiking dotted grey."""
     import plotly.graph_objects as go
 
     from forensics.fleet.render import short_names
@@ -35,10 +37,13 @@ def overlay(store: Store, rec: FleetRecurrence) -> go.Figure:
     lo, hi = rec.step - HALF_WINDOW, rec.step + HALF_WINDOW
     names = short_names([r for r, _ in rec.runs] + rec.absent)
     fig = go.Figure()
-    for run_id, _peak in rec.runs:
+    for k, (run_id, _peak) in enumerate(rec.runs):
         st, v = _loss(store, run_id, lo, hi)
+        dash = DASHES[k % len(DASHES)]
         fig.add_trace(
-            go.Scatter(x=st, y=v, mode="lines", name=_short(names[run_id]), line={"width": 1.5})
+            go.Scatter(
+                x=st, y=v, mode="lines", name=_short(names[run_id]), line={"width": 2, "dash": dash}
+            )
         )
     for run_id in rec.absent:
         st, v = _loss(store, run_id, lo, hi)
@@ -63,6 +68,9 @@ def overlay(store: Store, rec: FleetRecurrence) -> go.Figure:
         margin={"l": 60, "r": 20, "t": 50, "b": 50},
     )
     return fig
+
+
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def _short(run_id: str, width: int = 48) -> str:

@@ -89,6 +89,9 @@ def test_compare_writes_the_overlay_figure(fleet) -> None:  # type: ignore[no-un
     html = (db.parent / "out").glob("recurrence-*.html")
     text = next(html).read_text()
     assert "Loss of 4 runs around step" in text and "(no spike)" in text
+    # runs that lie on top of each other stay apart: each spiking run its own dash pattern
+    dashes = re.findall(r'"dash":"(\w+)"', text)
+    assert len(set(dashes) - {"dot"}) >= 3 and {"solid", "dash", "dashdot"} <= set(dashes)
     # it loads the plotly.min.js beside it (it embedded its own 4.8 MB copy before)
     assert 'src="plotly.min.js"' in text and len(text) < 100_000
     assert (db.parent / "out" / "plotly.min.js").stat().st_size > 1_000_000
