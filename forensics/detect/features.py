@@ -452,7 +452,7 @@ def _transient(inc: Incident, data: RunData, cfg: DetectConfig, absurd: float | 
     are tested: a non-finite loss that HF's logging_nan_inf_filter replaced reads as a dip."""
     st, v = data.loss.steps, data.loss.values
     with np.errstate(invalid="ignore", over="ignore"):
-        sure = ~np.isfinite(v) | (v >= absurd if absurd else False)
+        sure = _bad_loss(v, absurd)
         wild = sure | (v >= cfg.absurd_trend_ratio * np.exp(inc.trend.at(st)))
     kinds = ("nonfinite_loss", "nonfinite_grad", "absurd_grad")
     bad = {e.step for e in inc.events if e.kind in kinds}
@@ -681,12 +681,16 @@ def _overflow_signs(inc: Incident, data: RunData, g: Metric) -> np.ndarray:
     return st[~np.isfinite(v) & np.isfinite(loss)]
 
 
+def _bad_loss(v: np.ndarray, absurd: float | None) -> np.ndarray:
+    """Losses no model state gives: NaN/Inf, or at the absurd level (_absurd_level)."""
+    with np.errstate(invalid="ignore"):
+        return ~np.isfinite(v) | (v >= absurd if absurd else False)
+
+
 def _bad_loss_steps(data: RunData, lo: float, hi: float, absurd: float | None) -> list[int]:
     """Logged steps in [lo, hi] whose loss is NaN/Inf or at the absurd level."""
     st, v = data.loss.window_steps(lo, hi)
-    with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(v) | (v >= absurd if absurd else False)
-    return [int(s) for s in st[bad]]
+    return [int(s) for s in st[_bad_loss(v, absurd)]]
 
 
 def _overflow_from(inc: Incident, data: RunData) -> float:

@@ -33,24 +33,28 @@ def counted_over_epochs(
     -> slot and name of its printed epoch) counted over epochs where its counter restarts
     per epoch. Other kinds of line printing the same epoch (llama-recipes' bar at 100%,
     one blank narrower than at 17%) are counted with the same epoch length."""
+    records = {t: _records(hit, t) for t in epoch_slots}
     done: set[str] = set()
-    by_rows = sorted(epoch_slots, key=lambda t: -_records(hit, t).height)
-    for tpl in by_rows:
+    for tpl in sorted(epoch_slots, key=lambda t: -records[t].height):
+        if tpl in done:
+            continue
         slot, name = epoch_slots[tpl]
-        rows = _records(hit, tpl)
-        offsets = _offsets(rows["step"].to_numpy(), _epochs(rows, slot), _printed_total(rows))
-        if tpl in done or offsets is None:
+        rows = records[tpl]
+        printed = _printed_total(rows)
+        offsets = _offsets(rows["step"].to_numpy(), _epochs(rows, slot), printed)
+        if offsets is None:
             continue
         length, base, shifted = offsets
         shifts = [rows.select("line", pl.Series("_offset", shifted))]
         for other, (o_slot, o_name) in epoch_slots.items():
-            o_rows = _records(hit, other)
-            o_epochs = _epochs(o_rows, o_slot)
-            if other == tpl or other in done or o_name != name or not _whole(o_epochs):
+            if other == tpl or other in done or o_name != name:
+                continue
+            o_epochs = _epochs(records[other], o_slot)
+            if not _whole(o_epochs):
                 continue
             done.add(other)
             offset = ((o_epochs - base) * length).astype(np.int64)
-            shifts.append(o_rows.select("line", pl.Series("_offset", offset)))
+            shifts.append(records[other].select("line", pl.Series("_offset", offset)))
         shifts += _in_step(hit, tpl, rows["line"].to_numpy(), shifted, set(epoch_slots))
         done.add(tpl)
         hit = hit.join(pl.concat(shifts), on="line", how="left").with_columns(
@@ -59,8 +63,9 @@ def counted_over_epochs(
         hit = hit.drop("_offset")
         notes.append(
             f"generic reader: the step counter of lines like '{_shown(rows)}' starts again "
-            f"at every epoch: steps are counted over epochs, {length} per epoch (from the "
-            f"counts of a full epoch), epoch {base} first"
+            f"at every epoch: steps are counted over epochs, {length} per epoch ("
+            f"{'as printed' if length == printed else 'from the counts of a full epoch'}), "
+            f"epoch {base} first"
         )
     return hit
 
