@@ -63,10 +63,19 @@ class Coverage:
             )
         return (
             f"{size}the first {self.unscreened_points} of {self.points} logged {self.metric} "
-            f"points (steps {self.first_step}-{self.unscreened_to_step}, start-up) were "
+            f"points (steps {self.first_step}-{self.unscreened_to_step}, {self._what}) were "
             f"screened only for jumps to twice the level of the 3 points before{both}, not "
             "for smaller spikes or rises that stayed; non-finite values were checked there too"
         )
+
+    @property
+    def _what(self) -> str:
+        """`start-up`, or for a log that starts well into a run (an excerpt from step 642,
+        twice or more the unscreened stretch's length), the history the screen needs."""
+        first, last = self.first_step, self.unscreened_to_step
+        if first is not None and last is not None and first > 2 * max(1, last - first + 1):
+            return f"the history the screen needs: the log starts at step {first}"
+        return "start-up"
 
 
 def write(store: Store, run_id: str, cov: Coverage) -> None:

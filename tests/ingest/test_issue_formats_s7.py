@@ -409,7 +409,9 @@ def test_global_iter_phrase_and_total_loss_with_overflows(tmp_path: Path) -> Non
     assert m["loss"] == {27: 1.5269, 28: 2442.9075, 29: 2.2808}  # the spike at 28
     assert m["lr"][29] == 9e-07 and m["inner_iter"][28] == 5.0
     assert m["overflow"] == {28: 1.0, 30: 1.0}  # printed while steps 28 and 30 ran
-    assert m["loss_scale"] == {28: 16.0, 30: 8.0}
+    # each line's `scale:` is the loss scale (it moves in powers of two); the overflow after
+    # the last line sets step 30's
+    assert m["loss_scale"] == {27: 32.0, 28: 16.0, 29: 16.0, 30: 8.0}
 
 
 DEEPSPEED_931 = (  # https://github.com/deepspeedai/DeepSpeed/issues/931: the issue quotes
@@ -462,9 +464,12 @@ FAIRSEQ_LUA_38 = """\
 
 def test_a_count_followed_by_its_key_is_the_step(tmp_path: Path) -> None:
     # before: not recognised (`0001000 updates`: the key after the count)
-    _, m, _ = _stored(tmp_path, FAIRSEQ_LUA_38)
-    assert m["loss"] == {1000: 8.72, 2000: 6.91, 2645: 7.4, 3645: 5.85, 4645: 5.58}
+    _, m, w = _stored(tmp_path, FAIRSEQ_LUA_38)
+    assert m["loss"] == {1000: 8.72, 2000: 6.91, 3645: 5.85, 4645: 5.58}
     assert m["val_loss"] == {2645: 5.87} and m["lr"] == {2645: 0.25}
+    # the checkpoint line's trainloss is the epoch's mean, not a loss of update 2645
+    assert m["epoch/trainloss"] == {2645: 7.40}
+    assert any("report the epoch at a checkpoint" in x for x in w)
 
 
 FAIRSCALE_121 = """\

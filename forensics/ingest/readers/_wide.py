@@ -8,7 +8,8 @@ drift apart:
   beat `step`, because W&B's `_step` and Lightning's per-call counters are log-call
   counters, not optimizer steps; `step` beats `iteration`/`iter` because litgpt-style logs
   count micro-iterations there. ms-swift's `global_step/max_steps` holds the global step
-  as text `"N/M"` (step N of M); a step printed so anywhere is N. Every step key is
+  as text `"N/M"` (step N of M); a step printed so anywhere is N. LLaMA-Factory's
+  `trainer_log.jsonl` counts optimizer steps in `current_steps`. Every step key is
   bookkeeping, never a metric. A record without the chosen step is skipped with a warning;
   a non-integer step is an error.
   A table with no step key but an epoch counter (`EPOCH_KEYS`: Keras' CSVLogger, per-epoch
@@ -42,6 +43,7 @@ STEP_KEYS: tuple[str, ...] = (
     "trainer/global_step",
     "global_step",
     "global_step/max_steps",  # ms-swift's logging.jsonl: "12/94"
+    "current_steps",  # LLaMA-Factory's trainer_log.jsonl
     "step",
     "iteration",
     "iter",

@@ -47,6 +47,7 @@ from forensics.ingest.readers._bar_validation import without_validation_counts
 from forensics.ingest.readers._data_errors import data_error_events
 from forensics.ingest.readers._epoch_restarts import counted_over_epochs
 from forensics.ingest.readers._generic_groups import dict_entries, group_totals
+from forensics.ingest.readers._scale_name import scale_as_loss_scale
 from forensics.ingest.readers._text import (
     SLOT,
     head_lines,
@@ -127,7 +128,10 @@ _TRAIN_BAR_WORDS = {"epoch", "train", "training", "step", "steps", "iteration", 
 # A loss scaler's overflow report, and the scale it sets (`... reducing to 4194304.0`).
 # ColossalAI's `found inf during ShardedOptimV2 step` (rich wraps it after `found`): the
 # scaler found an Inf and skipped the step, as an overflow line says.
-_OVERFLOW = r"(?i)\boverflow\b.*(?:skip|loss.?scal)|^\s*(?:.*\bfound\s+)?inf during \S+ step\b"
+_OVERFLOW = (
+    r"(?i)\boverflow\b.*(?:skip|loss.?scal)|^\s*(?:.*\bfound\s+)?inf during \S+ step\b"
+    r"|\boptimizer not run\b.*\bscale_before\b"  # PaddleNLP's skipped step, scale halved
+)
 # A line that says the loss became NaN without printing it at a step: TensorFlow's
 # NanTensorHook `ERROR:tensorflow:Model diverged with loss = NaN.` (and its glog copy, the
 # `NanLossDuringTrainingError: NaN loss during training.` after it), OpenNMT-tf's
@@ -143,7 +147,10 @@ _DIVERGED_AT = r"(?i)\bat iteration\s*=?\s*(\d+)"  # the step such a report prin
 _SKIPS = re.compile(r"(?i)\bskip(?:ping|ped|s)?\s+(?:\w+\s+){0,2}?(?:step|update|iteration)\b")
 # (`reducing to 4`, `setting loss scale to: 0.0625`, apex `reducing loss scale to 32768.0`;
 # DeepSpeed's `... but hysteresis is 2. Reducing hysteresis to 1` leaves the scale as it is)
-_NEW_SCALE = r"(?i).*\b(?:reducing|scale)\s+to:?\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
+_OVERFLOW_DETAIL = r"(?i)(\S*overflow.*?|optimizer not run.*?)\s*$"  # the line from its words on
+_NEW_SCALE = (
+    r"(?i).*\b(?:(?:reducing|scale)\s+to:?|scale_after:)\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
+)
 _COUNTER = re.compile(r"\x00\s*/\s*\x00")  # an `i / N` progress counter in a template
 _BAR = re.compile(r"%\|[^|\x00]*\|")  # tqdm's bar glyphs, which vary from line to line
 # `Epoch 2/10` alone on a line (Keras): the epoch of the records after it.
@@ -153,7 +160,9 @@ _STEP_WORDS = {"iter", "iters", "iteration", "iterations", "step", "steps"}
 # Counts of skipped steps since the start of the run (DeepSpeed, InternEvo)
 _SKIP_COUNTS = {"skipped", "inf_nan_skip_batches"}
 _SUMMARY_WORDS = {"averaged", "average", "summary", "epoch"}
-_NEXT_BRACKET = re.compile(r"\]\s*\[\s*\Z")  # `][`, `]  [ `: the next bracketed counter
+# `][`, `]  [ `, `](` (baby-llama2 `Epoch:[0/2](7000/293491)`): the next bracketed counter
+_NEXT_BRACKET = re.compile(r"\]\s*[\[(]\s*\Z")
+_TRAIN_EPOCH_BRACKET = re.compile(r"(?i)(?:^|\s)train:\s*\[\s*\Z")
 _TRAIN_EPOCH = re.compile(r"(?i)(?:^|\s)train:\s*\Z")  # timm `Train: 12 [`: the epoch after it
 # mmengine's evaluation loops (`Epoch(val)`, `Iter(test)`) and what their lines time
 _EVAL_LOOP = re.compile(r"(?i)\b(?:epoch|iter)\((?:val|test)\)")
@@ -175,7 +184,8 @@ _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 # Also a counter in brackets after its key and a blank (mmcv `Iter [10100/316440]`, mmengine
 # `Iter(train) [ 510/2046]`).
 _OPEN_VALUE = re.compile(
-    r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=['\"]:\s)['\"]|(?<=['\"]:)['\"]|(?<==)['\"])\s*\Z"
+    r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=['\"]:\s)['\"]|(?<=['\"]:)['\"]|(?<==)['\"]"
+    r"|(?<=[=:])\s*tensor\()\s*\Z"  # `eval_ppl=tensor(nan, device='cuda:0')` (llama-recipes)
 )
 # A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
 _TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
@@ -200,6 +210,8 @@ _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
 _MAX_CONT_FIELDS = 12  # a step-less line with a loss and more fields than this is not a record
 _LOSSES = {"loss", "val_loss", "test_loss"}
+# llama-recipes `Epoch 4: train_perplexity=nan, train_epoch_loss=nan, epoch time 242.3s`
+_EPOCH_LOSS = re.compile(r"(?i)^(?:train|training|eval|val|valid|validation)?[_ ]?epoch[_ ]loss$")
 _MAX_TEMPLATES = 5000  # distinct templates examined at most (the most frequent first)
 _SAMPLES = 3
 
@@ -252,7 +264,8 @@ class Template:
 
 
 def _clean_key(text: str) -> str:
-    key = text.strip().strip("{}<>#*'\"").strip()
+    # a closing bracket first ends the counter before (`(7000/293491) loss:`): not the key's
+    key = text.strip().lstrip(")]'\" ").strip("{}<>#*'\"").strip()
     while key[:1] in "[(" and key and key.count(key[0]) > key.count(")]"["[(".index(key[0])]):
         key = key[1:].strip()
     while key[-1:] in ")]" and key and key.count(key[-1]) > key.count("(["[")]".index(key[-1])]):
@@ -316,12 +329,17 @@ def infer(text: str, count: int) -> Template:
         before = lits[i]
         if i and before.strip() in ("/", "of"):  # `N/M`: M is a total
             skip.add(i)
-        elif before.rstrip().endswith(("(", "(+", "(-")):
+        elif before.rstrip().endswith(("(", "(+", "(-")) and not before.endswith("tensor("):
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
-        elif (i and not before) or before[-1:].isalpha() or _GLUED_NAME.match(lits[i + 1]):
-            # glued to the previous number (`1.5.2`, a date), to a word (`-100.000x1e-2`) or
-            # to a name after it (InternEvo's group `'0_default'`, an address `0x7fc6480`):
-            # part of a token, not a value
+        elif (
+            (i and not before)
+            or before[-1:].isalpha()
+            or before[-1:] == "@"
+            or _GLUED_NAME.match(lits[i + 1])
+        ):
+            # glued to the previous number (`1.5.2`, a date), to a word (`-100.000x1e-2`,
+            # Swin's `Acc@1 45.3`) or to a name after it (InternEvo's group `'0_default'`, an
+            # address `0x7fc6480`): part of a token, not a value
             skip.add(i)
         elif _in_quoted_text(lits, i):
             skip.add(i)  # ms-swift `'elapsed_time': '4h 45m 21s'`: a number inside a text
@@ -401,15 +419,20 @@ def infer(text: str, count: int) -> Template:
         or tpl.glued
         or (tpl.step_slot is not None and _tagged(lits[tpl.step_slot]))
     )
+    # verl prints 40 to 100+ `key:value` fields after its leading `step:1 - `: a record
+    # that opens with its named step is no config dump, however many fields follow
+    leading = tpl.keyed and tpl.step_slot == 0 and lowered[0] == "step"
     if tpl.step_slot is not None and (
-        (tpl.step_slot > _MAX_STEP_SLOT and not late) or len(tpl.names) > _MAX_FIELDS
+        (tpl.step_slot > _MAX_STEP_SLOT and not late)
+        or (len(tpl.names) > _MAX_FIELDS and not leading)
     ):
         tpl.step_slot, tpl.keyed, tpl.bar = None, False, False  # a config dump or a table
         tpl.names = {}
     if tpl.step_slot is None:
         keys = list(tpl.names.values())
         indented = lits[0][:1] in (" ", "\t") and len(keys) <= 3
-        tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and any(map(_is_loss, keys)))
+        lossy = any(map(_is_loss, keys)) or any(_EPOCH_LOSS.match(k) for k in keys)
+        tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and lossy)
     if _EVAL_LOOP.search(lits[0]):
         _evaluation_loop(tpl)
     return tpl
@@ -609,8 +632,9 @@ def _is_loss(key: str) -> bool:
 
 def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
     """mmengine / mmcv `Epoch [E][i/N]` or `Epoch(train) [E][i/N]`, the PyTorch examples'
-    `Epoch: [E/M][ i/N]`, MAE-style MetricLogger `Epoch: [E]  [  i/N]` (LLaMA-Adapter,
-    BEiT), timm's `Train: E [ i/N (p%)]`: the step is the iteration counted over epochs."""
+    `Epoch: [E/M][ i/N]` (or `Epoch:[E/M](i/N)`, baby-llama2), MAE-style MetricLogger
+    `Epoch: [E]  [  i/N]` (LLaMA-Adapter, BEiT), timm's `Train: E [ i/N (p%)]`, Swin's
+    `Train: [E/M][i/N]`: the step is the iteration counted over epochs."""
     for i in range(1, len(lits) - 2):
         if lits[i + 1].strip() != "/":
             continue
@@ -623,8 +647,10 @@ def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
         if not _NEXT_BRACKET.search(lits[i]):
             continue
         j = i - 2 if i >= 2 and lits[i - 1].strip() == "/" else i - 1  # `[E/M]`: M epochs
-        if lits[j].rstrip().endswith("[") and "epoch" in lits[j].lower():
+        train = _TRAIN_EPOCH_BRACKET.search(lits[j]) is not None  # Swin `Train: [14/300][250/1251]`
+        if lits[j].rstrip().endswith("[") and ("epoch" in lits[j].lower() or train):
             tpl.epoch_slot, tpl.step_slot, tpl.total_slot = j, i, i + 1
+            tpl.epoch_from_zero = train  # Swin, like timm, counts `range(start_epoch, EPOCHS)`
             skip.update({j, i - 1, i + 1} if j == i - 2 else {j, i + 1})
             return
 
@@ -679,6 +705,9 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
     """line, text (prefix removed), tpl (numbers as slots, blank runs collapsed)."""
     body = pl.col("text").str.replace_all(_ANSI, "").str.replace(_PREFIX, "")
     tpl = pl.col("body").str.replace_all(NUM, SLOT).str.replace_all(r"[ ]{2,}", "  ")
+    # LION's `| E5 iter[ 14/ 15] |`: an epoch glued to its `E` would make one template per
+    # epoch; the templates share a `E#` (the number stays out of the slots: NUM skips it)
+    tpl = tpl.str.replace_all(r"(^|[\s|\[])E\d+(\s)", "${1}E#${2}")
     if lines["text"].str.contains("%|", literal=True).any():
         tpl = tpl.str.replace_all(_BAR.pattern, "%|BAR|")  # one template for every bar fill
     return (
@@ -811,7 +840,15 @@ def _summaries(found: dict[str, Template], notes: list[str]) -> None:
     for t in found.values():
         keys = [k.lower() for k in t.names.values()]
         evaluation = any(re.search(r"\b(?:eval|val|valid|test)", k) for k in keys)
-        if t.step_slot is None and any("runtime" in k for k in keys) and not evaluation:
+        # unsloth prints `train_runtime` in every step's dict beside that step's `loss`; the
+        # closing summary names its loss `train_loss`
+        per_step = "loss" in keys
+        if (
+            t.step_slot is None
+            and any("runtime" in k for k in keys)
+            and not evaluation
+            and not per_step
+        ):
             t.names = {i: f"summary/{k}" for i, k in t.names.items()}
             notes.append(f"generic reader: '{t.shown()[:100]}' is a run summary (summary/...)")
 
@@ -849,6 +886,8 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
     `epoch` field or says it averages (MAE-style `Averaged stats: lr: ... loss: 6.6 (6.59)`,
     nanoVLM's `Epoch 1 | Train Loss: 2.1 | Val Loss: 2.3`)."""
     table = alias_table()
+    _epoch_loss_lines(found, notes)
+    _checkpoint_lines(found, notes)
     lossy = [
         t
         for t in found.values()
@@ -871,6 +910,51 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
                 f"generic reader: {t.lines} lines like '{t.shown()[:100]}' summarise an epoch: "
                 "stored as epoch/<name>, apart from the per-iteration values"
             )
+
+
+def _epoch_loss_lines(found: dict[str, Template], notes: list[str]) -> None:
+    """A step-less line that names the training loss of the epoch (llama-recipes' `Epoch 4:
+    train_perplexity=nan, train_epoch_loss=nan, epoch time 242.3s`) closes that epoch: its
+    values are kept as `epoch/<name>` at the epoch's last step, apart from the per-step loss.
+    (An evaluation's `eval_epoch_loss` is the validation loss, under its own alias.)"""
+    for t in found.values():
+        train = [k for k in t.names.values() if _EPOCH_LOSS.match(k) and not _eval_key(k)]
+        if t.step_slot is not None or not t.cont or not train:
+            continue
+        t.names = {i: k if k.lower() == "epoch" else f"epoch/{k}" for i, k in t.names.items()}
+        notes.append(
+            f"generic reader: {t.lines} lines like '{t.shown()[:100]}' summarise an epoch: "
+            "stored as epoch/<name> at the epoch's last step"
+        )
+
+
+def _checkpoint_lines(found: dict[str, Template], notes: list[str]) -> None:
+    """fairseq-lua prints, at each checkpoint, `| checkpoint 001 | epoch 001 | 0002645 updates
+    | trainloss 7.40 | train ppl 169.38`: the epoch's mean training loss at its last update,
+    beside the `| epoch 001 | 0003645 updates | ... | trainloss 5.85 |` of every 1000. The
+    checkpoint line's training values are kept as `epoch/<name>`, apart from the loss curve
+    (its validation and test values keep their names)."""
+    table = alias_table()
+
+    def trains(t: Template) -> bool:
+        return t.is_record and any(table.canonical(k) == "loss" for k in t.names.values())
+
+    saved = [t for t in found.values() if trains(t) and "checkpoint" in t.names.values()]
+    if not saved or not any(trains(t) and t not in saved for t in found.values()):
+        return
+    for t in saved:
+        t.names = {
+            i: f"epoch/{k}" if table.canonical(k) == "loss" or k.lower().startswith("train") else k
+            for i, k in t.names.items()
+        }
+        notes.append(
+            f"generic reader: {t.lines} lines like '{t.shown()[:100]}' report the epoch at a "
+            "checkpoint: its training values are stored as epoch/<name>"
+        )
+
+
+def _eval_key(key: str) -> bool:
+    return re.match(r"(?i)(?:eval|val|valid|validation)\b|(?:eval|val|valid)_", key) is not None
 
 
 def _literal_words(t: Template) -> set[str]:
@@ -1013,7 +1097,7 @@ def extract(
     found = {k: t for k, t in found.items() if k in used}
     grouped = {t.names[i]: key for t in found.values() for i, key in t.groups.items()}
     rows = _skipped_steps(rows.select(empty.columns), hit, found, notes)
-    out = _skip_increments(group_totals(rows, grouped, notes), notes)
+    out = scale_as_loss_scale(_skip_increments(group_totals(rows, grouped, notes), notes), notes)
     records = hit.filter(~pl.col("cont")).select("line", "step")
     if overflows.height:
         out = _overflow_rows(overflows, records, out, notes, events)
@@ -1080,12 +1164,33 @@ def _skip_increments(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
             pl.when(inc.is_null() | (inc < 0)).then(pl.col("value")).otherwise(inc).alias("value")
         )
     )
+    counted = _before_the_log(counted, notes)
     notes.append(
         "generic reader: `skipped=` (DeepSpeed), `inf_nan_skip_batches=` (InternEvo) count "
         "skipped steps since the start: stored as "
         "the increase from one logged step to the next (skipped_iters of the window)"
     )
     return pl.concat([rows.filter(~is_skipped), counted]).sort("line", maintain_order=True)
+
+
+def _before_the_log(counted: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+    """A log that starts well into the run (InternEvo's excerpt from step 642, whose first
+    line already says `inf_nan_skip_batches=3`) holds, in its first count, skips made before
+    its first line: they are no skips of that step and are not stored (the note says how
+    many). "Well into": the first step is more than twice the gap to the next."""
+    out = []
+    for _, part in counted.group_by("raw_name", maintain_order=True):
+        steps = part["step"].to_list()
+        first = part["value"][0] if part.height else None
+        if len(steps) > 1 and steps[0] > 2 * max(1, steps[1] - steps[0]) and first:
+            notes.append(
+                f"generic reader: the first `{part['raw_name'][0]}` ({first:g}, at step "
+                f"{steps[0]}) counts skips made before the log begins: not stored as skips "
+                "of that step"
+            )
+            part = part.slice(1)
+        out.append(part)
+    return pl.concat(out) if out else counted
 
 
 def _overflow_rows(
@@ -1108,7 +1213,7 @@ def _overflow_rows(
     hit = (
         overflows.select(
             "line",
-            pl.col("text").str.extract(r"(?i)(\S*overflow.*?)\s*$", 1).alias("detail"),
+            pl.col("text").str.extract(_OVERFLOW_DETAIL, 1).alias("detail"),
             pl.col("text").str.extract(_NEW_SCALE, 1).cast(pl.Float64, strict=False).alias("scale"),
         )
         .join_asof(records.sort("line"), on="line", strategy="forward")
