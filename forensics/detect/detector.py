@@ -37,6 +37,7 @@ from forensics.detect.screen import (
 )
 from forensics.detect.tails import tail_evidence
 from forensics.detect.typing import DIVERGENT, Trend, fit_trend, point_allowance, type_shape
+from forensics.detect.unread import unread_metrics, without
 
 
 def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
@@ -527,8 +528,10 @@ def detect_data(
     runs of the store (their spikes give the cross-run features); `attempts`: the attempts
     the run went back from (rollbacks.spikes: the rollback_recurrence feature)."""
     cfg = cfg or DetectConfig()
-    missing = data.missing()
-    notes: list[str] = []
+    unread = unread_metrics(data)
+    data = without(data, unread)
+    notes = [f"{data.run_id}: {u.note}" for u in unread]
+    missing = [m for m in data.missing() if m not in {u.metric for u in unread}]
     finite = int(np.isfinite(data.loss.values).sum())
     if finite < 3:
         notes.append(
@@ -586,7 +589,7 @@ def detect_data(
     nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
     nm += [_quiet_near_miss(i, rise, data, sc.log_space) for i, rise in quiet] + skipped
     nm.sort(key=lambda m: m.step)
-    det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes)
+    det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes, unread=unread)
     det.coverage = _coverage(data, sc, finite, cfg)
     det.cost = run_cost(incidents, data.last_step, gpu_hour_cost)
     if det.coverage.unscreened_points or det.coverage.screened_from_step is None:

@@ -176,3 +176,4 @@ class Detection:
     coverage: Any = None  # coverage.Coverage: what the screen did not look at
     cost: Any = None  # recovery.RunCost: the compute lost, each step counted once
     rollbacks: list[Any] = field(default_factory=list)  # rollbacks.Rollback per attempt
+    unread: list[Any] = field(default_factory=list)  # unread.Unread: logged, not read

@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from forensics.detect import unread
 from forensics.detect.data import AUX_METRICS, LOSS_METRICS, RunData, run_data
 from forensics.detect.model import Detection, Incident
 from forensics.detect.recovery import Checkpoint
@@ -30,7 +31,8 @@ class NotDetectedError(ForensicsError):
 # Replays belong to the incidents they tested: a new detection replaces the incidents, so
 # their replays go too (a verdict must never be shown beside an incident it did not test).
 DETECT_TABLES = (
-    "incidents", "findings", "near_misses", "run_cost", "rollbacks", "replays", "contributions"
+    "incidents", "findings", "near_misses", "run_cost", "rollbacks", "replays", "contributions",
+    "unread_metrics",
 )  # fmt: skip
 DETECTED_KEY = "detected_at:"  # meta key per run: detection ran (even if it found nothing)
 
@@ -235,6 +237,8 @@ def write(store: Store, det: Detection) -> None:
         if det.rollbacks:
             rows = [dataclasses.asdict(r) for r in det.rollbacks]
             store.insert_frame("rollbacks", pl.DataFrame(rows, infer_schema_length=None))
+        if det.unread:
+            store.insert_frame("unread_metrics", unread.rows(det.run_id, det.unread))
         if det.cost is not None:
             cost = {"run_id": det.run_id} | dataclasses.asdict(det.cost)
             store.insert_frame("run_cost", pl.DataFrame([cost], schema_overrides=_COST_SCHEMA))

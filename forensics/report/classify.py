@@ -95,7 +95,7 @@ def _from_row(h: StoredHypothesis, inc: Incident, kb: Knowledge) -> Hypothesis:
             entry.title, entry.key, REPLAY_STATUS[verdict], _probes(inc, entry.key, kb)
         )
     status = STATUS.get(h.status, h.status.replace("_", " "))
-    why, evaluate = shown_reason(h), ""
+    why, evaluate = shown_reason(h, inc.unread), ""
     if status == SUPPORTED and h.confidence:
         # with no stated cause, this one was too weak to be stated (detect's min_confidence)
         weak = "too weak to be" if kb.cause(inc.cause).key == "unknown" else "below"
@@ -107,11 +107,19 @@ def _from_row(h: StoredHypothesis, inc: Incident, kb: Knowledge) -> Hypothesis:
     return Hypothesis(entry.title, entry.key, status, why, evaluate, h.confidence)
 
 
-def shown_reason(h: StoredHypothesis) -> str:
+def shown_reason(h: StoredHypothesis, unread: dict[str, Any] | None = None) -> str:
     """detect's stored reason, without the rule's expression (it is in rules/*.yaml):
-    the feature values it read, or for a cause not evaluated, what was not logged."""
+    the feature values it read, or for a cause not evaluated, what was not logged (or
+    logged but not read: `unread_metrics`)."""
     if h.status == "not_evaluable" and h.needs:
-        return "not logged: " + ", ".join(_needed(n) for n in h.needs)
+        read = [n for n in h.needs if n.partition("_every_step")[0] not in (unread or {})]
+        said = ["not logged: " + ", ".join(_needed(n) for n in read)] if read else []
+        if len(read) < len(h.needs):
+            names = [f"`{n.partition('_every_step')[0]}`" for n in h.needs if n not in read]
+            said.append(
+                "logged but NaN/Inf where the loss is finite, not read: " + ", ".join(names)
+            )
+        return "; ".join(said)
     if h.reason.startswith("refuted by the log (") and "): " in h.reason:
         return "its `against` test holds on " + h.reason.rsplit("): ", 1)[1]
     return h.reason

@@ -119,6 +119,7 @@ class RunReport:
     source_names: list[dict[str, Any]] = field(default_factory=list)
     rollbacks: list[dict[str, Any]] = field(default_factory=list)  # detect's `rollbacks`
     data_errors: list[dict[str, Any]] = field(default_factory=list)  # ingest's `data_error` events
+    unread: list[dict[str, Any]] = field(default_factory=list)  # detect's `unread_metrics`
 
     @property
     def troubled_rollbacks(self) -> list[dict[str, Any]]:
@@ -188,6 +189,7 @@ def build_report(
         screen=screen,
         rollbacks=rollbacks,
         data_errors=model.load_data_errors(store, run_id),
+        unread=model.load_unread(store, run_id),
     )
 
 

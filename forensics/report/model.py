@@ -149,6 +149,8 @@ class Incident:
     hypotheses: list[StoredHypothesis] = field(default_factory=list)
     log_next: list[LogNext] = field(default_factory=list)
     recurrences: list[Recurrence] = field(default_factory=list)
+    # the run's metrics detect did not read (`unread_metrics`), by name
+    unread: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def stretches(self) -> list[tuple[int, int | None]]:
@@ -189,7 +191,9 @@ def load_incidents(store: Store, run_id: str) -> list[Incident]:
         if r["incident_id"] in by_id:
             by_id[r["incident_id"]].replays.append(_replay(r))
     _load_explained(store, run_id, by_id)
+    unread = {u["metric"]: u for u in load_unread(store, run_id)}
     for inc in incidents:
+        inc.unread = unread
         inc.findings.sort(key=lambda f: (not f.triggered, -(f.confidence or 0.0), f.rule_id))
         inc.replays.sort(key=lambda r: (r.probe, r.hypothesis))
     return incidents
@@ -271,6 +275,14 @@ def _recurrences(store: Store, run_id: str, inc: Incident) -> list[Recurrence]:
             )
         )
     return out
+
+
+def load_unread(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """detect's `unread_metrics` rows: metrics logged but NaN/Inf where the loss is finite,
+    which detection did not read (none for a database detected before they were stored)."""
+    if not has_table(store, "unread_metrics"):
+        return []
+    return _rows(store, "SELECT * FROM unread_metrics WHERE run_id = ? ORDER BY metric", run_id)
 
 
 def load_screen_coverage(store: Store, run_id: str) -> dict[str, Any] | None:

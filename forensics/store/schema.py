@@ -143,6 +143,12 @@ DETECT_DDL = [
         screened_from_step BIGINT, unscreened_points BIGINT, unscreened_to_step BIGINT,
         short_log BOOLEAN, note VARCHAR
     )""",
+    # Metrics the run logs that detection does not read: NaN/Inf at most of their steps
+    # while the loss is finite (forensics/detect/unread.py), one row per metric.
+    """CREATE TABLE IF NOT EXISTS unread_metrics (
+        run_id VARCHAR, metric VARCHAR, points BIGINT, nonfinite BIGINT, first_step BIGINT,
+        note VARCHAR
+    )""",
     # The compute the run lost to its incidents, each step counted once (detect/recovery.py
     # run_cost), one row per run.
     """CREATE TABLE IF NOT EXISTS run_cost (
