@@ -365,3 +365,45 @@ def test_an_excerpt_from_mid_run_is_not_called_start_up(tmp_path: Path) -> None:
         (note,) = con.execute("SELECT note FROM screen_coverage").fetchone()
     assert "(steps 642-656, the history the screen needs: the log starts at step 642)" in note
     assert "start-up" not in note
+
+
+# ----- LLaMA-Adapter / MAE-style engine (OpenGVLab/LLaMA-Adapter#144) ---------------------------
+_ADAPTER = "[17:11:05.859398] Epoch: [0]  [  {i:>3}/13000]  eta: 2:17:53  lr: 0.000000  closs: {loss} (1.6011)  time: 0.6125  data: 0.0001  max mem: 20618"  # noqa: E501
+
+
+def test_loss_is_nan_stopping_training_is_a_nonfinite_loss_event(tmp_path: Path) -> None:
+    # the engine prints `Loss is nan, stopping training` and exits: the log's only NaN.
+    # before: "1 lines ignored"; no event, and the page read `nonfinite_loss=0`
+    lines = [_ADAPTER.format(i=i, loss=1.5078) for i in range(30, 120, 10)]
+    lines.append("Loss is nan, stopping training")
+    run = tmp_path / "adapter"
+    run.mkdir()
+    (run / "output.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    analyze(run, out, options=AnalyzeOptions(replay=False, report=False))
+    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
+        events = con.execute("SELECT step, kind, detail FROM events").fetchall()
+    assert events == [(110, "nonfinite_loss", "Loss is nan, stopping training (after step 110)")]
+
+
+# ----- TensorFlow retrain.py (cloud-annotations/cloud-annotations#56) -------------------------
+_TF_RETRAIN = [
+    "I0423 05:08:16.899667 47836397217664 tf_logging.py:115] 2019-04-23 05:08:16.899646: Step 270: Cross entropy = 0.012275",  # noqa: E501
+    "INFO:tensorflow:2019-04-23 05:08:16.948735: Step 270: Validation accuracy = 100.0% (N=100)",
+    "I0423 05:08:17.541305 47836397217664 tf_logging.py:115] 2019-04-23 05:08:17.541283: Step 280: Cross entropy = nan",  # noqa: E501
+]
+
+
+def test_tf_retrain_cross_entropy_is_the_loss(tmp_path: Path) -> None:
+    # before: stored as `cross_entropy`: "The run has no logged `loss`", its NaN no incident
+    _, m, _ = _stored(tmp_path, "\n".join(_TF_RETRAIN) + "\n")
+    assert m["loss"][270] == 0.012275 and math.isnan(m["loss"][280])
+
+
+# ----- a table whose step column is `Step` (a W&B chart export, a notebook table as CSV) ---------
+def test_a_csv_step_column_named_step_in_capitals_is_the_step(tmp_path: Path) -> None:
+    # open-r1#704's GRPO table saved as CSV; before: "no step column"
+    text = "Step,Training Loss,reward,kl\n1,-0.2836,13.4375,nan\n2,-0.1491,6.9318,nan\n"
+    fmt, m, _ = _stored(tmp_path, text, name="grpo.csv")
+    assert fmt == "table"
+    assert m["loss"] == {1: -0.2836, 2: -0.1491} and "step" not in m

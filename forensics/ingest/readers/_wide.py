@@ -60,8 +60,13 @@ COUNTER_TEXT = r"^\s*(\d+)\s*/\s*\d+\s*$"
 
 
 def pick_step_key(columns: list[str]) -> str | None:
+    """The first of STEP_KEYS present; else a column named `Step` in another case (a W&B
+    chart export's `Step`, a Hugging Face notebook table's `Step` saved as CSV)."""
     present = set(columns)
-    return next((k for k in STEP_KEYS if k in present), None)
+    exact = next((k for k in STEP_KEYS if k in present), None)
+    if exact is not None:
+        return exact
+    return next((c for c in columns if c.strip().lower() == "step"), None)
 
 
 def epoch_key(columns: list[str]) -> str | None:
@@ -158,6 +163,7 @@ def metric_columns(columns: list[str], exclude: set[str]) -> list[str]:
         for c in columns
         if c not in exclude
         and c not in STEP_KEYS
+        and c.strip().lower() != "step"
         and c not in _INDEX_COLUMNS
         and not c.startswith("_")
     ]

@@ -140,6 +140,8 @@ _OVERFLOW = (
 _DIVERGED = (
     r"(?i)\bmodel diverged with loss\s*=\s*(?:nan|[-+]?inf)\b|\bnan loss during training\b"
     r"|\bloss became infinite or nan\b"
+    # MAE / DeiT / BEiT / LLaMA-Adapter's engine: `print("Loss is {}, stopping training")`
+    r"|\bloss is (?:nan|[-+]?inf), stopping training\b"
 )
 _DIVERGED_AT = r"(?i)\bat iteration\s*=?\s*(\d+)"  # the step such a report prints, if any
 # A line at a step that says the step was skipped (minFM `Step 1557: detected nan/inf/spiky
@@ -1252,7 +1254,7 @@ def _diverged_events(
     the iteration the report prints (detectron2's `... NaN at iteration=2137!`). No
     NaN value is stored: the log prints none at any step. The copies of one report (glog's
     line, the exception's message) at the same step are one event."""
-    said = r"(?i)(\S*(?:model diverged|nan loss|loss became infinite).*?)\s*$"
+    said = r"(?i)(\S*(?:model diverged|nan loss|loss became infinite|loss is).*?)\s*$"
     hit = diverged.select(
         "line",
         pl.col("text").str.extract(said, 1),
@@ -1269,9 +1271,9 @@ def _diverged_events(
         .otherwise(pl.lit(" (after step ") + pl.col("step").cast(pl.Utf8) + pl.lit(")"))
     )
     notes.append(
-        f"generic reader: {hit.height} 'model diverged with loss = NaN' reports: events of "
-        "kind 'nonfinite_loss' at the iteration they print, else at the last step printed "
-        "before them (no value stored)"
+        f"generic reader: {hit.height} reports of a NaN loss ('model diverged with loss = "
+        "NaN', 'Loss is nan, stopping training', ...): events of kind 'nonfinite_loss' at the "
+        "iteration they print, else at the last step printed before them (no value stored)"
     )
     return hit.select(
         "step",
