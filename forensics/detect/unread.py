@@ -6,13 +6,16 @@ skipped (a skipped step does not lower the loss). Read as logged, every step is 
 non-finite gradient with a finite loss: an fp16 overflow at every step, an infinite
 gradient ratio for every spike, and "the gradient norm was NaN/Inf at step 60" on a page
 whose norm was NaN from step 2. A metric that is NaN/Inf at half or more of its logged
-steps while the loss is finite there tells nothing about any one incident: detection reads
-it as not logged and stores why, one row per metric in `unread_metrics`:
+steps while the loss is finite there, from its first tenth on (a logger that never
+computed it), tells nothing about any one incident: detection reads it as not logged and
+stores why, one row per metric in `unread_metrics`:
 
     run_id, metric, points (logged steps), nonfinite (of them NaN/Inf with a finite loss),
     first_step (the first such step), note (one sentence).
 
-A divergence's NaN gradient comes with a NaN loss and does not count: it stays evidence.
+A divergence's NaN gradient stays evidence: it comes with a NaN loss, or (Megatron skips
+the NaN iterations and logs the forward loss) it starts where the run diverged, after a
+stretch of finite norms, not in the log's first tenth.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ TABLE = "unread_metrics"  # declared with the other detect tables in forensics/s
 # Metrics whose values the rules read as evidence of one incident.
 CHECKED = ("grad_norm", "param_norm", "update_norm", "adam_v_mean")
 UNREAD_SHARE = 0.5  # of the logged steps NaN/Inf with a finite loss
+FROM_THE_START = 0.1  # the first of them within this share of the logged steps
 MIN_POINTS = 10  # fewer logged values say too little about the logger
 
 
@@ -50,7 +54,7 @@ class Unread:
 
 def unread_metrics(data: RunData) -> list[Unread]:
     """The CHECKED metrics of `data` that are NaN/Inf, with a finite loss, at UNREAD_SHARE
-    or more of their logged steps."""
+    or more of their logged steps, the first within FROM_THE_START of them."""
     out = []
     for name in CHECKED:
         m = data.aux.get(name)
@@ -59,7 +63,8 @@ def unread_metrics(data: RunData) -> list[Unread]:
         i = np.searchsorted(data.loss.steps, m.steps, side="right") - 1
         loss = np.where(i >= 0, data.loss.values[np.maximum(i, 0)], np.nan)
         bad = ~np.isfinite(m.values) & np.isfinite(loss)
-        if bad.sum() >= UNREAD_SHARE * len(m):
+        early = bad.any() and int(np.argmax(bad)) < FROM_THE_START * len(m)
+        if early and bad.sum() >= UNREAD_SHARE * len(m):
             out.append(Unread(name, len(m), int(bad.sum()), int(m.steps[np.argmax(bad)])))
     return out
 

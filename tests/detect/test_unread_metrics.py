@@ -31,7 +31,9 @@ _DICT = (
 _BAR = "Train:   0%|          | {s}/2046 [00:00:53<22:08:36, 40.70s/it]"
 
 
-def _swift(folder: Path, grad: str = "nan", nan_loss_from: int | None = None) -> Path:
+def _swift(
+    folder: Path, grad: str = "nan", nan_loss_from: int | None = None, high_from: int | None = None
+) -> Path:
     lines = list(_FIRST)
     for s in range(2, 121):
         loss = 1.6 + 0.4 * math.exp(-s / 20) + 0.01 * math.sin(s)
@@ -40,6 +42,8 @@ def _swift(folder: Path, grad: str = "nan", nan_loss_from: int | None = None) ->
         g = grad
         if nan_loss_from is not None and s >= nan_loss_from:
             loss, g = float("nan"), "nan"
+        if high_from is not None and s >= high_from:  # diverged: updates skipped, loss high
+            loss, g = 7.5 + 0.01 * math.sin(s), "nan"
         lines += [_DICT.format(loss=loss, grad=g, s=s), _BAR.format(s=s)]
     folder.mkdir()
     (folder / "train.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -93,3 +97,13 @@ def test_a_divergence_keeps_its_nan_gradient_as_evidence(tmp_path: Path) -> None
     assert unread == []
     assert incidents[0][:2] == (40, "divergent")
     assert '"nonfinite_grad": ' in incidents[0][3]
+
+
+def test_a_divergence_with_a_finite_loss_keeps_its_nan_gradient(tmp_path: Path) -> None:
+    # Megatron skips NaN iterations and logs the forward loss: after a divergence at 30 the
+    # norm is NaN at 75% of the steps with a finite (high) loss, but it was finite before
+    unread, incidents = _analyze(
+        _swift(tmp_path / "swift", grad="0.85", high_from=30), tmp_path / "out"
+    )
+    assert unread == []
+    assert incidents[0][:2] == (30, "divergent")
