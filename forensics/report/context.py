@@ -120,6 +120,7 @@ class RunReport:
     rollbacks: list[dict[str, Any]] = field(default_factory=list)  # detect's `rollbacks`
     data_errors: list[dict[str, Any]] = field(default_factory=list)  # ingest's `data_error` events
     unread: list[dict[str, Any]] = field(default_factory=list)  # detect's `unread_metrics`
+    zoned: bool = True  # wall times carry a time zone (False: a text log's printed clock)
 
     @property
     def troubled_rollbacks(self) -> list[dict[str, Any]]:
@@ -156,8 +157,10 @@ def build_report(
     facts = {i.incident_id: incident.compute(i, frame) for i in incs}
     covered = coverage(model.load_coverage(store, run_id))
     screen = model.load_screen_coverage(store, run_id)
+    zoned = model.clock_has_zone(store, run_id)
     views = [
-        _view(i, facts[i.incident_id], frame, kb, env, opts, screen, writer, config) for i in incs
+        _view(i, facts[i.incident_id], frame, kb, env, opts, screen, writer, config, zoned)
+        for i in incs
     ]
     near = model.load_near_misses(store, run_id)
     for v in views:
@@ -190,6 +193,7 @@ def build_report(
         rollbacks=rollbacks,
         data_errors=model.load_data_errors(store, run_id),
         unread=model.load_unread(store, run_id),
+        zoned=zoned,
     )
 
 
@@ -203,6 +207,7 @@ def _view(
     screen: dict[str, Any] | None = None,
     writer: str | None = None,
     config: dict[str, Any] | None = None,
+    zoned: bool = True,
 ) -> IncidentView:
     kind = kb.incident_type(inc.type)
     severity = inc.severity or "unrated"
@@ -212,7 +217,7 @@ def _view(
         n=inc.incident_id,
         slug=f"spike-{inc.incident_id:02d}",
         inc=inc,
-        when=_when(frame, inc.onset_step),
+        when=_when(frame, inc.onset_step, zoned),
         type=kind,
         cause=kb.cause(inc.cause),
         root=classify.stated(inc, kb),
@@ -293,9 +298,9 @@ def display_path(path: str) -> str:
     return f"{p.parent.name}/{p.name}" if p.parent.name else p.name
 
 
-def _when(frame: pl.DataFrame, step: int) -> str:
+def _when(frame: pl.DataFrame, step: int, zoned: bool = True) -> str:
     at = series.last_before(frame, "wall_time", step + 1) if "wall_time" in frame.columns else None
-    return utc(at.value) if at and series.is_finite(at.value) else f"step {step}"
+    return utc(at.value, zoned) if at and series.is_finite(at.value) else f"step {step}"
 
 
 def _excerpt(

@@ -145,11 +145,14 @@ def usd(value: Any) -> str:
     return f"${value:,.0f}" if abs(value) >= 100 else f"${value:,.2f}"
 
 
-def utc(wall_time: Any) -> str:
-    """Unix seconds as `YYYY-MM-DD HH:MM UTC`."""
+def utc(wall_time: Any, zoned: bool = True) -> str:
+    """Unix seconds as `YYYY-MM-DD HH:MM UTC`; without the `UTC` for a time read off a text
+    log's own clock (`zoned` False), which prints no time zone: the ingest stored it as if
+    it were UTC, and calling it UTC would shift it by the machine's offset."""
     if wall_time is None or not math.isfinite(float(wall_time)):
         return MISSING
-    return datetime.fromtimestamp(float(wall_time), UTC).strftime("%Y-%m-%d %H:%M UTC")
+    shown = datetime.fromtimestamp(float(wall_time), UTC).strftime("%Y-%m-%d %H:%M")
+    return f"{shown} UTC" if zoned else shown
 
 
 NEGATIVE_ZERO = re.compile(r"(^|[\s(=])-(0(?:\.0+)?)(?![\d.]|e)")

@@ -409,6 +409,17 @@ def load_format(store: Store, run_id: str) -> str | None:
     return rows[0]["format"] if rows else None
 
 
+# Readers whose wall times are a printed clock without a time zone (`[2018-11-26 09:21:07,579
+# INFO]`, Megatron's `[2024-05-01 12:00:00]`): stored as if UTC, shown without the zone.
+PRINTED_CLOCK = ("generic_text", "megatron", "textlog")
+
+
+def clock_has_zone(store: Store, run_id: str) -> bool:
+    """False when a metrics source of the run is a text log (its times carry no zone)."""
+    rows = _rows(store, "SELECT format FROM sources WHERE run_id = ? AND kind = 'metrics'", run_id)
+    return not any(r["format"] in PRINTED_CLOCK for r in rows)
+
+
 def load_sources(store: Store, run_id: str) -> list[dict[str, Any]]:
     """The run's source files by kind, then path in natural order (checkpoint-50 before
     checkpoint-100, as a reader counts steps)."""

@@ -343,6 +343,22 @@ def test_opennmt_xent_is_the_loss(tmp_path: Path) -> None:
     assert m["loss"][5600] == 2.29 and math.isnan(m["loss"][5650])
 
 
+def test_a_text_logs_clock_is_not_called_utc(tmp_path: Path) -> None:
+    # `[2018-11-26 15:06:01,481 INFO]` prints no time zone; the pages said "15:06 UTC"
+    run = tmp_path / "opennmt"
+    run.mkdir()
+    (run / "train.log").write_text("\n".join(_OPENNMT) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    analyze(run, out, options=AnalyzeOptions(replay=False, report=True))
+    readme = (out / "README.md").read_text()
+    assert (
+        "2018-11-26 14:59 → 2018-11-26 15:06 (the log's own clock: it prints no time zone)"
+    ) in readme
+    assert "UTC" not in readme
+    page = next((out / "postmortems").glob("*.md")).read_text()
+    assert page.startswith("# Spike #1 — 2018-11-26 15:06\n")
+
+
 # ----- InternEvo, a log that starts mid-run (InternLM/InternEvo#375) ----------------------------
 def test_an_excerpt_from_mid_run_is_not_called_start_up(tmp_path: Path) -> None:
     # before: "the first 20 of 60 logged loss points (steps 642-661, start-up)": the run had

@@ -47,6 +47,7 @@ def test_other_filters() -> None:
     assert fmt.count(1_310_720_000) == "1.31 B" and fmt.count(14_680_064) == "14.7 M"
     assert fmt.usd(6.656) == "$6.66" and fmt.usd(1234.5) == "$1,234"
     assert fmt.utc(1709625600.0) == "2024-03-05 08:00 UTC"
+    assert fmt.utc(1709625600.0, zoned=False) == "2024-03-05 08:00"  # a text log's clock
     assert fmt.plural(1, "row") == "1 row" and fmt.plural(36000, "row") == "36,000 rows"
     assert fmt.cell("a|b\nc") == "a\\|b c" and fmt.cell([1, 2]) == "1, 2"
     assert fmt.cell(list(range(9))) == "list of 9"
