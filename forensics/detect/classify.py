@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from forensics.detect.config import DetectConfig
-from forensics.detect.data import RunData, number
+from forensics.detect.data import RunData, logged_lr_top, number
 from forensics.detect.model import Evidence, Finding, Incident
 from forensics.detect.rules import Rule
 
@@ -97,10 +97,14 @@ def lr_phase(inc: Incident, data: RunData) -> None:
     if not ok.any():
         return
     st, v = lr.steps[ok], lr.values[ok]
-    top = float(v.max())
-    peak_step = int(st[int(np.argmax(v >= PEAK_LR_FRACTION * top))])
     at = lr.at_or_before(inc.onset_step)
-    inc.lr_at_onset, inc.lr_peak_step = at, peak_step
+    inc.lr_at_onset = at
+    found = logged_lr_top(lr, PEAK_LR_FRACTION)
+    if found is None:  # the log ends while the LR still climbs: its peak is past the log
+        inc.lr_phase = "warm-up"
+        return
+    top, peak_step = found
+    inc.lr_peak_step = peak_step
     if float(v.min()) >= PEAK_LR_FRACTION * top:
         inc.lr_phase = "constant"
     elif at is not None and inc.onset_step > peak_step and at < DECAY_FRACTION * top:

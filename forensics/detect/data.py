@@ -125,6 +125,26 @@ class RunData:
         return p in ("bf16", "fp32", "fp8")
 
 
+# A logged LR that first reaches its top this late (share of its points) after a rise has
+# not shown its peak: the log ends while it still climbs (logged_lr_top).
+LR_TOP_TAIL = 0.05
+
+
+def logged_lr_top(lr: Metric, near: float) -> tuple[float, int] | None:
+    """The highest logged LR and the first step at `near` x it, or None when the log ends
+    while the LR still climbs: LLaMA-Adapter#144 prints `lr: 0.000010` at the last two of
+    94 lines, every earlier line lower, and the schedule's peak lies past the log (a page
+    said "the LR first reached its peak at step 950" of a log ending at 960)."""
+    ok = np.isfinite(lr.values)
+    if not ok.any():
+        return None
+    st, v = lr.steps[ok], lr.values[ok]
+    top = float(v.max())
+    first = int(np.argmax(v >= near * top))
+    climbing = float(v[0]) < near * top and first >= (1 - LR_TOP_TAIL) * (len(v) - 1) > 0
+    return None if climbing else (top, int(st[first]))
+
+
 def number(v: object) -> float | None:
     """A finite float from a config value, else None."""
     try:

@@ -14,7 +14,7 @@ import numpy as np
 
 from forensics.detect.classify import DECAY_FRACTION
 from forensics.detect.config import DetectConfig
-from forensics.detect.data import Metric, RunData, number
+from forensics.detect.data import Metric, RunData, logged_lr_top, number
 from forensics.detect.model import FeatureValue, Incident
 from forensics.detect.schedule import config_lr_frac
 from forensics.detect.typing import nonfinite_tail
@@ -84,13 +84,12 @@ def _schedule(data: RunData) -> tuple[float | None, float | None]:
     peak = number(cfg.get("peak_lr"))
     warm = number(cfg.get("warmup_steps"))
     if data.has("lr"):
-        lr = data.aux["lr"]
-        ok = np.isfinite(lr.values)
-        if ok.any():
-            top = float(lr.values[ok].max())
+        found = logged_lr_top(data.aux["lr"], 0.98)  # None: the log ends mid-warm-up
+        if found is not None:
+            top, first = found
             peak = peak or top
             if warm is None and top > 0:
-                warm = float(lr.steps[ok][np.argmax(lr.values[ok] >= 0.98 * top)])
+                warm = float(first)
     return peak, warm
 
 

@@ -110,15 +110,17 @@ FEATURES: dict[str, str] = {
     "v_jump": "largest ratio of adam_v_mean in the incident to its trend (a straight line in "
     "log v over the quarter precursor window before the onset)",
     "lr_frac": "learning rate at the onset / peak learning rate (config peak_lr, else the "
-    "largest logged); when the LR is not logged, from the config's schedule (lr_schedule, "
-    "warmup_steps, total_steps: detect/schedule.py)",
+    "largest logged, unless the log ends while the LR still climbs to it); when the LR is "
+    "not logged, from the config's schedule (lr_schedule, warmup_steps, total_steps: "
+    "detect/schedule.py)",
     "lr_frac_peak": "learning rate at the (highest) peak / peak learning rate: a loss that "
     "climbed for tens of steps while the warm-up ended peaked under the top LR",
     "lr_source": "where lr_frac comes from: log (the logged LR) or config (the schedule the "
     "config implies: lr_schedule cosine, linear, constant, wsd or inverse_sqrt with "
     "warmup_steps and total_steps or lr_decay_steps); None when neither",
     "warmup_progress": "onset step / end of warm-up (config warmup_steps, else the first step "
-    "where the logged LR reaches 98% of its peak)",
+    "where the logged LR reaches 98% of its peak, unless the log ends while the LR still "
+    "climbs to it)",
     "lr_phase": "warmup, peak or decay: where the onset sits in the LR schedule (logged LR, "
     "else the config's warmup_steps / peak_lr); None when neither is known",
     "recurrence": "other loss excursions of the run within recurrence_steps of the onset",

@@ -402,6 +402,27 @@ def test_loss_is_nan_stopping_training_is_a_nonfinite_loss_event(tmp_path: Path)
     assert events == [(110, "nonfinite_loss", "Loss is nan, stopping training (after step 110)")]
 
 
+def test_a_log_that_ends_while_the_lr_climbs_names_no_lr_peak(tmp_path: Path) -> None:
+    # the LR prints with 6 decimals and climbs through the whole log, reaching `0.000010`
+    # at its last two lines; before, the page said "end of warm-up (LR 9e-06; the LR first
+    # reached its peak at step 950)" for a log that ends at 960
+    lines = []
+    for i in range(30, 970, 10):
+        lr = f"{round(i / 96e6, 6):.6f}"
+        loss = 1.5 if i < 900 else 1.5 + (i - 890) / 20
+        lines.append(_ADAPTER.format(i=i, loss=loss).replace("lr: 0.000000", f"lr: {lr}"))
+    run = tmp_path / "adapter"
+    run.mkdir()
+    (run / "output.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    analyze(run, out, options=AnalyzeOptions(replay=False, report=True))
+    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
+        phases = con.execute("SELECT lr_phase, lr_peak_step FROM incidents").fetchall()
+    assert phases and all(p == ("warm-up", None) for p in phases)
+    page = next((out / "postmortems").glob("*.md")).read_text()
+    assert "reached its peak" not in page and "LR phase at the onset: **warm-up**" in page
+
+
 # ----- TensorFlow retrain.py (cloud-annotations/cloud-annotations#56) -------------------------
 _TF_RETRAIN = [
     "I0423 05:08:16.899667 47836397217664 tf_logging.py:115] 2019-04-23 05:08:16.899646: Step 270: Cross entropy = 0.012275",  # noqa: E501
