@@ -26,6 +26,9 @@ class DetectConfig:
     # clean when no point jumps 15% above the rolling median; every documented spike in the
     # real logs is +30% or more; noise alone (heavy-tailed micro-batch losses) stays below.
     rise_min: float = 0.14
+    # The point test measures against the lower of the trend and the median of this many
+    # points before (screen.point_base): the level a fast-falling loss is at.
+    recent_points: int = 3
     # The slow-rise screen compares a short trailing median (this many points) with the
     # lowest trend of the previous `level_lookback_points`: it catches a loss that creeps up
     # too slowly for the point screen (non-spike divergence).

@@ -467,8 +467,8 @@ def _loss_near_misses(
     if not sc.log_space:
         return []
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = sc.resid / sc.sigma
-        close = (sc.resid >= cfg.rise_min) & (z >= NEAR_BAR * sc.z_need)
+        z = sc.lift / sc.sigma
+        close = (sc.lift >= cfg.rise_min) & (z >= NEAR_BAR * sc.z_need)
     idx = np.flatnonzero(close & ~sc.flagged)  # a NaN compares False
     out = []
     for i in idx[idx >= sc.burn_in]:
@@ -476,10 +476,10 @@ def _loss_near_misses(
         if any(inc.onset_step <= step <= inc.span_end for inc in incidents):
             continue
         detail = (
-            f"loss {np.expm1(sc.resid[i]):+.0%} over the median of the points before it at "
+            f"loss {np.expm1(sc.lift[i]):+.0%} over the median of the points before it at "
             f"{z[i]:.1f}σ of this log's noise, under the {sc.z_need[i]:.0f}σ bar for a spike"
         )
-        value, base = float(np.exp(sc.x[i])), float(np.exp(sc.trend[i]))
+        value, base = float(np.exp(sc.x[i])), float(np.exp(sc.x[i] - sc.lift[i]))
         out.append(NearMiss(step, data.loss_name, value, base, value / base, detail))
     return out
 

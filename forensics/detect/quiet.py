@@ -111,7 +111,7 @@ def lone_jump(inc: Incident, sc: Screen, cfg: DetectConfig) -> bool:
     if b >= len(sc.steps) or int(sc.steps[b]) != inc.peak_step:
         return False
     r = sc.x[a : b + 1] - inc.trend.at(sc.steps[a : b + 1])
-    in_noise = sc.resid[a:b] < cfg.z_min * sc.sigma[a:b]
+    in_noise = sc.lift[a:b] < cfg.z_min * sc.sigma[a:b]
     return bool(np.all(in_noise) and np.all(r[:-1] < r[-1] / 2))
 
 

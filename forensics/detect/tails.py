@@ -76,7 +76,7 @@ def noise_tail(sc: Screen, incidents: list[Incident]) -> NoiseTail:
     """Fit the tail on every screened point that is no candidate, not far below the trend,
     and no part of an incident (its span, and MARGIN_POINTS either side)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = sc.resid / sc.sigma
+        z = sc.lift / sc.sigma  # as the point test reads a point
     keep = np.isfinite(z) & ~sc.flagged & ~sc.low
     keep[: sc.burn_in] = False
     for inc in incidents:
@@ -106,7 +106,7 @@ def tail_evidence(
     for inc in judged:
         i = int(np.searchsorted(sc.steps, inc.peak_step))
         if i < len(sc.steps) and int(sc.steps[i]) == inc.peak_step:
-            z = float(sc.resid[i] / sc.sigma[i])
+            z = float(sc.lift[i] / sc.sigma[i])
             inc.evidence.append(_finding(z, tail))
 
 
@@ -118,15 +118,17 @@ def _finding(z: float, tail: NoiseTail) -> Evidence:
     )
     if chance >= ROUTINE_CHANCE:
         note = (
-            f"{z:.0f} noise scales above the trend, routine for this run: its own tail ({fit}) "
-            f"expects {expected:.2g} points this high over its {tail.run_points} screened "
+            f"{z:.0f} noise scales above the level before it, routine for this run: its own "
+            f"tail ({fit}) expects {expected:.2g} points this high over its {tail.run_points} "
+            "screened "
             f"points (chance of at least one {chance:.0%}). With no gradient norm logged at "
             "this step the log cannot tell a hard batch from that heavy-tailed batch-to-batch "
             "variation (the gradient norm logged every step would)"
         )
     else:
         note = (
-            f"{z:.0f} noise scales above the trend, beyond this run's own tail ({fit}): its "
-            f"variation puts a point this high in a run this long with chance {chance:.1g}"
+            f"{z:.0f} noise scales above the level before it, beyond this run's own tail "
+            f"({fit}): its variation puts a point this high in a run this long with chance "
+            f"{chance:.1g}"
         )
     return Evidence("noise_tail", float(f"{chance:.3g}"), note)

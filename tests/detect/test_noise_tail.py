@@ -72,7 +72,10 @@ def test_the_first_generators_loss_only_alarm_carries_its_tail(tmp_path: Path) -
         (det,) = detect(store, run.name, rules=load_rules())
     (inc,) = det.incidents
     tail = _tail(inc)
-    assert tail is not None and 0.05 <= tail[0] < 0.5
+    # routine for this run (>= 5%), not certain: 0.52 since the tail is fitted on what the
+    # point test reads (each point over the lower of its trend and the 3 points before it),
+    # 0.18 while it was fitted on the distance to the trend alone
+    assert tail is not None and 0.05 <= tail[0] < 0.9 and "routine for this run" in tail[1]
 
 
 def test_no_tail_is_fitted_on_gaussian_noise_or_read_when_the_gradient_speaks(  # type: ignore[no-untyped-def]

@@ -131,3 +131,14 @@ def test_analyzing_a_folder_of_runs_lists_the_recurrences_in_its_index(
         (n,) = store.con.execute("SELECT count(*) FROM recurrences WHERE step = 946").fetchone()  # type: ignore[misc]
     assert n == 3
     assert [p.relative_to(out).as_posix() for p in out.rglob("plotly.min.js")] == ["plotly.min.js"]
+
+
+def test_a_spike_over_the_level_the_loss_is_at_is_found_and_recurs(fleet) -> None:  # type: ignore[no-untyped-def]
+    # SOAP's point at 3361 (4.168) stood 7.8 noise scales above its 21-point trend (3.476),
+    # which sat above the falling loss, and 8.9 above the level the loss was at (3.385, the
+    # median of the 3 points before): a spike. Before, it was a near-miss while Muon spiked
+    # at the same step: no recurrence.
+    db, _ = fleet
+    with open_store(db, read_only=True) as store:
+        recs = store.query("SELECT run_id FROM recurrences WHERE step BETWEEN 3359 AND 3363")
+    assert {r.split("_")[7] for r in recs["run_id"]} == {"SOAP", "Muon"}
