@@ -106,8 +106,8 @@ def add_curve(fig: go.Figure, data: pl.DataFrame, metric: str, row: int, color: 
     )
     bad = [s for s, v in zip(steps, vals, strict=True) if not math.isfinite(v)]
     log = _y_axis(fig, metric, name, ys, row)
-    if bad and ys:
-        _nan_markers(fig, bad, max(ys), name, row, log)
+    if bad:  # (a panel with no finite value, ms-swift's grad norm, shows only its crosses)
+        _nan_markers(fig, bad, max(ys) if ys else 1.0, name, row, log, every=not ys)
     return log
 
 
@@ -135,7 +135,7 @@ def broken_at_gaps(xs: list[int], ys: list[float]) -> tuple[list[int], list[floa
 
 
 def _nan_markers(
-    fig: go.Figure, bad: list[int], top: float, name: str, row: int, log: bool
+    fig: go.Figure, bad: list[int], top: float, name: str, row: int, log: bool, every: bool = False
 ) -> None:
     shown = bad[:: max(1, len(bad) // MAX_NAN_MARKERS)]
     fig.add_trace(
@@ -152,10 +152,14 @@ def _nan_markers(
     xs = [x for t in fig.data if t.x is not None for x in t.x if x is not None]
     early = not xs or bad[0] <= (min(xs) + max(xs)) / 2  # the label reads into the plot
     n = len(bad)
+    text = f"NaN/Inf at {n} logged step{'s' if n != 1 else ''}, the first at step {bad[0]}"
+    if every:  # the crosses' height means nothing then: no numbers on the axis
+        text = f"NaN/Inf at every logged step shown ({n}): no finite value to draw"
+        fig.update_yaxes(showticklabels=False, row=row, col=1)
     fig.add_annotation(
         x=bad[0],
         y=math.log10(top) if log else top,
-        text=f"NaN/Inf at {n} logged step{'s' if n != 1 else ''}, the first at step {bad[0]}",
+        text=text,
         showarrow=False,
         xanchor="left" if early else "right",
         yanchor="top",

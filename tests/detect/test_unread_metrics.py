@@ -87,6 +87,9 @@ def test_the_pages_say_the_grad_norm_was_not_read_and_from_when(tmp_path: Path) 
     assert "NaN/Inf at step 60" not in page
     assert "not logged: `grad_norm`" not in page
     assert "logged but NaN/Inf where the loss is finite, not read: `grad_norm`" in page
+    # the figure's grad-norm panel had nothing in it (no finite value, no marker, axis -1..4)
+    html = (out / "figures" / "spike-01-metrics.html").read_text()
+    assert "NaN\\u002fInf at every logged step shown (101): no finite value to draw" in html
 
 
 def test_a_divergence_keeps_its_nan_gradient_as_evidence(tmp_path: Path) -> None:
