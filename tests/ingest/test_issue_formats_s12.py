@@ -15,6 +15,22 @@ from issue_log_helpers import stored as _stored
 
 from forensics.analyze import AnalyzeOptions, analyze
 
+
+def _analyzed(tmp_path: Path, name: str, text: str, *, report: bool = False) -> Path:
+    """Analyze a run folder holding `text` as its log `name`; the output folder."""
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    (run / name).write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    analyze(run, out, options=AnalyzeOptions(replay=False, report=report))
+    return out
+
+
+def _rows(out: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
 # ----- baby-llama2-chinese (DLLXW/baby-llama2-chinese#17) -----------------------------------------
 # `Epoch:[0/2](7000/293491)`: the epoch and, in parentheses, the batch within it; the
 # loss turned NaN at batch 7000 and stayed there.
@@ -141,13 +157,8 @@ def test_paddlenlp_optimizer_not_run_is_a_skipped_step_that_halves_the_scale(
 
 def test_paddlenlp_skipped_step_is_an_event_with_its_own_words(tmp_path: Path) -> None:
     lines = [_PADDLE.format(loss=2.3 - 0.01 * g, g=g) for g in range(10, 18)] + _PADDLE_SKIP
-    run = tmp_path / "paddle"
-    run.mkdir()
-    (run / "paddle.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    analyze(run, out, options=AnalyzeOptions(replay=False, report=False))
-    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
-        events = con.execute("SELECT step, kind, detail FROM events ORDER BY step").fetchall()
+    out = _analyzed(tmp_path, "paddle.log", "\n".join(lines) + "\n")
+    events = _rows(out, "SELECT step, kind, detail FROM events ORDER BY step")
     assert events == [
         (18, "overflow", "optimizer not run, scale_before: 0.25, scale_after: 0.125"),
         (19, "overflow", "optimizer not run, scale_before: 0.125, scale_after: 0.0625"),
@@ -225,11 +236,8 @@ def test_llama_recipes_run_summary_names_the_nan_epoch_loss(tmp_path: Path) -> N
     lines = (run / "finetune.log").read_text().splitlines()
     spike = next(i for i, x in enumerate(lines) if "Training Epoch: 2/150, step 20/64" in x)
     lines[spike] = _RECIPES_BAR.format(e=2, i=20, loss=1.9, n=21)
-    (run / "finetune.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    analyze(run, out, options=AnalyzeOptions(replay=False, report=True))
-    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
-        onsets = con.execute("SELECT onset_step FROM incidents").fetchall()
+    out = _analyzed(tmp_path, "finetune.log", "\n".join(lines) + "\n", report=True)
+    onsets = _rows(out, "SELECT onset_step FROM incidents")
     assert onsets == [(84,)]
     readme = (out / "README.md").read_text()
     assert (
@@ -345,11 +353,7 @@ def test_opennmt_xent_is_the_loss(tmp_path: Path) -> None:
 
 def test_a_text_logs_clock_is_not_called_utc(tmp_path: Path) -> None:
     # `[2018-11-26 15:06:01,481 INFO]` prints no time zone; the pages said "15:06 UTC"
-    run = tmp_path / "opennmt"
-    run.mkdir()
-    (run / "train.log").write_text("\n".join(_OPENNMT) + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    analyze(run, out, options=AnalyzeOptions(replay=False, report=True))
+    out = _analyzed(tmp_path, "train.log", "\n".join(_OPENNMT) + "\n", report=True)
     readme = (out / "README.md").read_text()
     assert (
         "2018-11-26 14:59 → 2018-11-26 15:06 (the log's own clock: it prints no time zone)"
@@ -366,19 +370,14 @@ def test_an_excerpt_from_mid_run_is_not_called_start_up(tmp_path: Path) -> None:
     from test_issue_formats_s7 import INTERNEVO_375
 
     line = INTERNEVO_375.splitlines()[0]
-    run = tmp_path / "internevo"
-    run.mkdir()
     text = "\n".join(
         line.replace("step=642", f"step={s}").replace(
             "loss=2.1725409030914307", f"loss={2.17 + 0.01 * math.sin(s):.4f}"
         )
         for s in range(642, 702)
     )
-    (run / "train.log").write_text(text + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    analyze(run, out, options=AnalyzeOptions(replay=False, report=False))
-    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
-        (note,) = con.execute("SELECT note FROM screen_coverage").fetchone()
+    out = _analyzed(tmp_path, "train.log", text + "\n")
+    ((note,),) = _rows(out, "SELECT note FROM screen_coverage")
     assert "(steps 642-656, the history the screen needs: the log starts at step 642)" in note
     assert "start-up" not in note
 
@@ -392,13 +391,8 @@ def test_loss_is_nan_stopping_training_is_a_nonfinite_loss_event(tmp_path: Path)
     # before: "1 lines ignored"; no event, and the page read `nonfinite_loss=0`
     lines = [_ADAPTER.format(i=i, loss=1.5078) for i in range(30, 120, 10)]
     lines.append("Loss is nan, stopping training")
-    run = tmp_path / "adapter"
-    run.mkdir()
-    (run / "output.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    analyze(run, out, options=AnalyzeOptions(replay=False, report=False))
-    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
-        events = con.execute("SELECT step, kind, detail FROM events").fetchall()
+    out = _analyzed(tmp_path, "output.log", "\n".join(lines) + "\n")
+    events = _rows(out, "SELECT step, kind, detail FROM events")
     assert events == [(110, "nonfinite_loss", "Loss is nan, stopping training (after step 110)")]
 
 
@@ -411,13 +405,8 @@ def test_a_log_that_ends_while_the_lr_climbs_names_no_lr_peak(tmp_path: Path) ->
         lr = f"{round(i / 96e6, 6):.6f}"
         loss = 1.5 if i < 900 else 1.5 + (i - 890) / 20
         lines.append(_ADAPTER.format(i=i, loss=loss).replace("lr: 0.000000", f"lr: {lr}"))
-    run = tmp_path / "adapter"
-    run.mkdir()
-    (run / "output.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    out = tmp_path / "out"
-    analyze(run, out, options=AnalyzeOptions(replay=False, report=True))
-    with duckdb.connect(str(out / "forensics.duckdb"), read_only=True) as con:
-        phases = con.execute("SELECT lr_phase, lr_peak_step FROM incidents").fetchall()
+    out = _analyzed(tmp_path, "output.log", "\n".join(lines) + "\n", report=True)
+    phases = _rows(out, "SELECT lr_phase, lr_peak_step FROM incidents")
     assert phases and all(p == ("warm-up", None) for p in phases)
     page = next((out / "postmortems").glob("*.md")).read_text()
     assert "reached its peak" not in page and "LR phase at the onset: **warm-up**" in page
