@@ -179,6 +179,31 @@ def _skip_advice(writer: str | None, replays: list[object] | None = None) -> str
     return recommend(inc, None, None, kb, env, kind, writer).text  # type: ignore[arg-type]
 
 
+def _lower_lr_why(cause: str) -> str:
+    from forensics.report.model import Incident
+    from forensics.report.recommend import recommend
+
+    env = environment()
+    kb = knowledge(env)
+    inc = Incident(
+        incident_id=2, metric="loss", onset_step=125, peak_step=125, end_step=None,
+        pre_value=2.1, peak_value=float("nan"), post_value=None, grad_norm_peak=None, type="3",
+        cause=cause, confidence=0.0, recovery="lower_lr", restart_checkpoint_step=None,
+        peaks=[], evidence=[], features={}, replay=None, steps_lost=None, tokens_lost=None,
+        gpu_hours_lost=None, cost_usd=None,
+    )  # fmt: skip
+    return recommend(inc, None, None, kb, env, kb.incident_type("3"), None).why  # type: ignore[arg-type]
+
+
+def test_lower_lr_advice_claims_no_cause_the_log_did_not_give() -> None:
+    # a divergence of undetermined cause that recurs gets 'lower the LR'; its reason said
+    # "The optimizer took steps the model could not absorb", a cause no rule had found
+    why = _lower_lr_why("unknown")
+    assert "could not absorb" not in why
+    assert why.startswith("the log does not tell the cause, but the loss kept leaving its trend")
+    assert "could not absorb (learning rate too high)" in _lower_lr_why("lr_too_high")
+
+
 def test_skip_advice_is_megatrons_flag_only_for_megatron_logs() -> None:
     text = _skip_advice("megatron")
     assert "`--skip-train-iteration-range 2400-2406`" in text
