@@ -102,6 +102,8 @@ def test_fast_path_keeps_keys_and_floats_duckdb_sampling_would_lose(tmp_path: Pa
         ({"step": 3, "iteration": 12, "loss": 1.0}, "step"),
         ({"iter": 3, "_step": 7, "loss": 1.0}, "iter"),
         ({"_step": 3, "loss": 1.0}, "_step"),
+        # the HF Trainer's W&B history: `_step` counts log calls, `train/global_step` steps
+        ({"_step": 7, "train/global_step": 3, "loss": 1.0}, "train/global_step"),
     ],
 )
 def test_step_key_preference(tmp_path: Path, record: dict[str, Any], key: str) -> None:
@@ -240,3 +242,27 @@ def test_property_garbage_gives_input_error_never_a_traceback(
     except InputError:
         return
     assert result.metrics["step"].null_count() == 0
+
+
+def test_torchtitan_and_olmo_metric_names(tmp_path: Path) -> None:
+    # torchtitan's `loss_metrics/global_avg_loss` is its loss (before: "0 finite points" and
+    # the run's NaN listed among values the checks do not read); OLMo's
+    # `optim/learning_rate_group0` is the LR (before: "not logged: lr")
+    path = write_jsonl(
+        tmp_path / "metrics.jsonl",
+        [
+            {"step": 1, "loss_metrics/global_avg_loss": 10.2, "loss_metrics/global_max_loss": 11.0},
+            {
+                "step": 2,
+                "loss_metrics/global_avg_loss": math.nan,
+                "optim/learning_rate_group0": 3e-4,
+            },
+        ],
+    )
+    with open_store(tmp_path / "t.duckdb") as store:
+        (summary,) = ingest(store, [path])
+        long = store.metrics_long(summary.run)
+    got = {(r[1], r[0]): r[2] for r in long.iter_rows()}
+    assert got[("loss", 1)] == 10.2 and math.isnan(got[("loss", 2)])
+    assert got[("lr", 2)] == 3e-4
+    assert ("loss_metrics/global_max_loss", 1) in got  # the max is not the loss

@@ -4,9 +4,10 @@ JSONL, CSV/TSV/Parquet, W&B history exports and Lightning's `metrics.csv` all ar
 a wide table; this module holds the one set of rules they share, so the formats cannot
 drift apart:
 
-* Step column: the first of `STEP_KEYS` present. `trainer/global_step` and `global_step`
-  beat `step`, because W&B's `_step` and Lightning's per-call counters are log-call
-  counters, not optimizer steps; `step` beats `iteration`/`iter` because litgpt-style logs
+* Step column: the first of `STEP_KEYS` present. `trainer/global_step` (Lightning),
+  `train/global_step` (the Hugging Face Trainer) and `global_step` beat `step`, because
+  W&B's `_step` and Lightning's per-call counters are log-call counters, not optimizer
+  steps; `step` beats `iteration`/`iter` because litgpt-style logs
   count micro-iterations there. ms-swift's `global_step/max_steps` holds the global step
   as text `"N/M"` (step N of M); a step printed so anywhere is N. LLaMA-Factory's
   `trainer_log.jsonl` counts optimizer steps in `current_steps`. Every step key is
@@ -41,6 +42,7 @@ else:
 
 STEP_KEYS: tuple[str, ...] = (
     "trainer/global_step",
+    "train/global_step",  # the HF Trainer's W&B history (its `_step` counts log calls)
     "global_step",
     "global_step/max_steps",  # ms-swift's logging.jsonl: "12/94"
     "current_steps",  # LLaMA-Factory's trainer_log.jsonl
