@@ -306,3 +306,26 @@ def test_second_ingest_adds_nothing(tmp_path: Path, tmp_db: Path) -> None:
         assert _same(
             list(zip(loss["step"], loss["value"], loss["wall_time"], strict=True)), written["loss"]
         )
+
+
+def test_the_hf_trainers_event_file_reads_its_zero_losses_as_nan(tmp_path: Path) -> None:
+    """The Trainer's TensorBoardCallback logs `train/loss` 0.0 for a window whose every loss
+    was NaN (logging_nan_inf_filter), beside `train/grad_norm` NaN, as in trainer_state.json.
+    A run that crashed after its last checkpoint has its last windows only in the event file:
+    they were stored as a loss of 0.0 (probe: a weight set to inf at 200, crash at 262)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "runs"))
+    for step in range(5, 265, 5):
+        bad = step >= 205
+        writer.add_scalar("train/loss", 0.0 if bad else 1.6 - step / 1000, step)
+        writer.add_scalar("train/grad_norm", math.nan if bad else 0.9, step)
+        writer.add_scalar("train/learning_rate", 5e-5, step)
+        writer.add_scalar("train/epoch", step / 500, step)
+    writer.close()
+    res = TensorBoardReader().read(tmp_path / "runs")
+    loss = res.metrics.filter(pl.col("raw_name") == "train/loss").sort("step")
+    values = dict(zip(loss["step"].to_list(), loss["value"].to_list(), strict=True))
+    assert all(math.isnan(values[s]) for s in range(205, 265, 5))
+    assert abs(values[200] - 1.4) < 1e-6
+    assert any("'loss: 0.0' entries (steps 205..260) read as NaN" in w for w in res.warnings)

@@ -126,6 +126,34 @@ def standin_warning(standins: set[int]) -> str:
     )
 
 
+def long_standins(metrics: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """The Trainer's own TensorBoard and W&B logs (`train/loss`, `train/grad_norm`,
+    `train/epoch`: its callbacks' names) carry the same 0.0 stand-ins as trainer_state.json;
+    read them the same way, so that a run's event file and its state file tell one story
+    (a crashed run's last windows are often in the event file alone)."""
+    names = set(metrics["raw_name"].unique().to_list())
+    if not {"train/loss", "train/epoch"} <= names:
+        return metrics
+    loss = metrics.filter(pl.col("raw_name") == "train/loss").sort("step")
+    grad = dict(
+        metrics.filter(pl.col("raw_name") == "train/grad_norm").select("step", "value").iter_rows()
+    )
+    history = [
+        {"step": int(st), "loss": v, "grad_norm": grad.get(st)}
+        for st, v in loss.select("step", "value").iter_rows()
+    ]
+    standins = nan_standins(history)
+    if not standins:
+        return metrics
+    warnings.append(standin_warning(standins))
+    zero = (
+        (pl.col("raw_name") == "train/loss")
+        & pl.col("step").is_in(sorted(standins))
+        & (pl.col("value") == 0.0)
+    )
+    return metrics.with_columns(pl.when(zero).then(float("nan")).otherwise("value").alias("value"))
+
+
 def nan_standins(history: list[Any]) -> set[int]:
     """Steps whose logged `loss: 0.0` stands for a non-finite loss (see the module doc)."""
     train = [

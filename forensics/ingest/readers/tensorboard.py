@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, event_schema, metric_schema, register
 from forensics.ingest.readers import _tfevent, _tfrecord
+from forensics.ingest.readers.hf_trainer import long_standins
 from forensics.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class TensorBoardReader(Reader):
         warnings = [w for p in parts for w in p.warnings]
         metrics = pl.concat(frames) if frames else pl.DataFrame(schema=metric_schema())
         return ReadResult(
-            metrics=megatron_tags(metrics, warnings),
+            metrics=long_standins(megatron_tags(metrics, warnings), warnings),
             warnings=warnings,
             events=pl.concat(events) if events else pl.DataFrame(schema=event_schema()),
         )
