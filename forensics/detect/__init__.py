@@ -78,14 +78,15 @@ def _detect_one(
     gpu_hour_cost: float | None,
     spikes: list[recurrence.RunSpikes],
 ) -> Detection:
-    from forensics.detect import coverage, explain_store, rollbacks
+    from forensics.detect import coverage, explain_store, recurrence, rollbacks
     from forensics.detect import store as detect_store
     from forensics.detect.detector import detect_data
 
     data = detect_store.load_run(store, run_id)
     data.has_batches = detect_store.has_batches(store, run_id)
     ckpts = detect_store.checkpoints(store, run_id)
-    others = [s for s in spikes if s.run_id != run_id]
+    me = next((s for s in spikes if s.run_id == run_id), None)
+    others = recurrence.distinct([s for s in spikes if s.run_id != run_id], besides=me)
     attempts = rollbacks.detect_attempts(
         data, rollbacks.load(store, run_id, data.loss_name), rules, config
     )

@@ -45,6 +45,10 @@ class RunSpikes:
     interval: float
     tokens_per_step: float | None
     data_order: tuple[str, str, str] | None  # (dataset, seed, batch size); None: unknown
+    # the loss series' fingerprint (steps and float32 values): two runs that share it are
+    # one run logged twice (Lightning's CSVLogger and TensorBoardLogger write one fit to
+    # version_0/ and version_1/), not two runs that spike at the same steps
+    series: int | None = None
 
 
 def _first(config: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
@@ -104,6 +108,20 @@ def _matches(step: int, interval: float, tps: float | None, other: RunSpikes) ->
     return False
 
 
+def distinct(runs: list[RunSpikes], besides: RunSpikes | None = None) -> list[RunSpikes]:
+    """`runs` with one run kept of each logged loss series (the first), and none that logs
+    the same series as `besides`: copies of one run are no evidence about the data."""
+    seen = {besides.series} if besides is not None and besides.series is not None else set()
+    out = []
+    for r in runs:
+        if r.series is not None and r.series in seen:
+            continue
+        if r.series is not None:
+            seen.add(r.series)
+        out.append(r)
+    return out
+
+
 def covers(run: RunSpikes, step: int) -> bool:
     return run.first <= step <= run.last
 
@@ -142,6 +160,13 @@ def run_spikes(store: Store) -> list[RunSpikes]:
     rows = store.con.execute(
         "SELECT run_id, metric, peaks FROM incidents WHERE metric IN ('loss', 'val_loss')"
     ).fetchall()
+    series = dict(
+        store.con.execute(
+            "SELECT run_id, hash(list((metric, step, value::FLOAT) ORDER BY metric, step)) "
+            "FROM metrics WHERE metric IN ('loss', 'val_loss') AND value IS NOT NULL "
+            "GROUP BY run_id"
+        ).fetchall()
+    )
     peaks: dict[str, list[int]] = {}
     for run_id, _metric, raw in rows:
         for p in json.loads(raw or "[]"):
@@ -161,6 +186,7 @@ def run_spikes(store: Store) -> list[RunSpikes]:
                 interval,
                 tokens_per_step(cfg),
                 data_order(cfg),
+                series.get(run_id),
             )
         )
     return out
@@ -184,7 +210,9 @@ class Recurrence:
 
 
 def find(runs: list[RunSpikes]) -> list[Recurrence]:
-    """Steps where two runs or more spike together, most runs first."""
+    """Steps where two runs or more spike together, most runs first (a run logged twice
+    counts once)."""
+    runs = distinct(runs)
     by_id = {r.run_id: r for r in runs}
     points = sorted((s, r.run_id) for r in runs for s in r.peaks)
     used: set[tuple[int, str]] = set()

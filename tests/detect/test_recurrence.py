@@ -142,3 +142,35 @@ def test_a_spike_over_the_level_the_loss_is_at_is_found_and_recurs(fleet) -> Non
     with open_store(db, read_only=True) as store:
         recs = store.query("SELECT run_id FROM recurrences WHERE step BETWEEN 3359 AND 3363")
     assert {r.split("_")[7] for r in recs["run_id"]} == {"SOAP", "Muon"}
+
+
+def test_one_run_logged_twice_is_no_recurrence(tmp_path: Path) -> None:
+    # Lightning with a CSVLogger and a TensorBoardLogger writes one fit to version_0/ (CSV)
+    # and version_1/ (events): read as two runs, its spike at 304 "recurred in 2 runs"
+    import math
+
+    import polars as pl
+    from torch.utils.tensorboard import SummaryWriter
+
+    from forensics.detect import detect
+    from forensics.ingest import ingest
+
+    steps = list(range(4, 600, 5))
+    loss = [2.0 + math.exp(-s / 150) + 0.01 * math.sin(s) for s in steps]
+    loss[steps.index(304)] *= 1.8
+    csv = tmp_path / "lightning_logs" / "version_0"
+    csv.mkdir(parents=True)
+    pl.DataFrame({"step": steps, "epoch": [0] * len(steps), "train_loss_step": loss}).write_csv(
+        csv / "metrics.csv"
+    )
+    writer = SummaryWriter(str(tmp_path / "lightning_logs" / "version_1"))
+    for s, v in zip(steps, loss, strict=True):
+        writer.add_scalar("train_loss_step", v, s)  # float32 in the event file
+    writer.close()
+    with open_store(tmp_path / "t.duckdb") as store:
+        ingest(store, [csv, tmp_path / "lightning_logs" / "version_1"])
+        dets = detect(store)
+        recs = store.query("SELECT * FROM recurrences")
+    assert sorted(i.peak_step for d in dets for i in d.incidents) == [304, 304]
+    assert recs.height == 0
+    assert all(i.features.get("cross_runs") in (None, 0.0) for d in dets for i in d.incidents)
