@@ -265,3 +265,36 @@ def test_lightning_grad_norm_utility_total_is_the_grad_norm(tmp_path: Path) -> N
         names = {r[0] for r in store.con.execute("SELECT DISTINCT metric FROM metrics").fetchall()}
     assert got == pytest.approx(totals)
     assert "grad_2.0_norm/weight" in names  # per parameter: kept under its own name
+
+
+def _chart(runs: list[str]) -> pl.DataFrame:
+    """A W&B chart 'Export CSV' layout: Step, then per run `<run> - train/loss` with its
+    sampled bucket's `__MIN` / `__MAX`."""
+    steps = list(range(0, 50, 5))
+    cols: dict[str, list[float]] = {"Step": steps}  # type: ignore[dict-item]
+    for r in runs:
+        base = [3.0 - s / 100 for s in steps]
+        cols[f"{r} - train/loss"] = base
+        cols[f"{r} - train/loss__MIN"] = [v - 0.02 for v in base]
+        cols[f"{r} - train/loss__MAX"] = [v + 0.02 for v in base]
+    return pl.DataFrame(cols)
+
+
+def test_wandb_chart_export_of_one_run_reads_its_metric_names(tmp_path: Path) -> None:
+    # before: 'olmo-1b-run3_train/loss' and its __min/__max were three metrics, and the
+    # run had "no logged loss"
+    path = tmp_path / "wandb_export.csv"
+    _chart(["olmo-1b-run3"]).write_csv(path)
+    res = read(path, "table")
+    assert series(res, "train/loss")[45] == 2.55
+    assert set(res.metrics["raw_name"].unique().to_list()) == {"train/loss"}
+    assert any("W&B chart export of run 'olmo-1b-run3'" in w for w in res.warnings)
+
+
+def test_wandb_chart_export_of_several_runs_is_refused_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "wandb_export.csv"
+    _chart(["gpt2-lr6e-4", "gpt2-lr3e-4"]).write_csv(path)
+    with pytest.raises(
+        InputError, match=r"a W&B chart export of 2 runs \(gpt2-lr3e-4, gpt2-lr6e-4\)"
+    ):
+        read(path, "table")

@@ -10,6 +10,7 @@ are tables too, but have their own readers (`wandb`, `lightning`) that sniff fir
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,8 +42,38 @@ class TableReader(Reader):
 
     def read(self, path: Path) -> ReadResult:
         wide, warnings, first_line = load_table(path)
+        wide = chart_export(wide, path, warnings)
         block, more = wide_to_block(wide, path, first_line=first_line)
         return ReadResult(blocks=[block], warnings=warnings + more)
+
+
+# W&B's chart "Export CSV": `Step, <run> - train/loss, <run> - train/loss__MIN, ...__MAX`
+_CHART_COLUMN = re.compile(r"^(?P<run>.+?) - (?P<metric>.+?)(?P<range>__MIN|__MAX)?$")
+
+
+def chart_export(wide: pl.DataFrame, path: Path, warnings: list[str]) -> pl.DataFrame:
+    """A W&B chart export names each column `<run> - <metric>` (with `__MIN` / `__MAX`,
+    the range of each sampled bucket): one run's columns are read under their metric's
+    name (the run's name was 'olmo-1b-run3_train/loss', never the loss); an export of
+    several runs is refused, saying how to get one run per file."""
+    step = pick_step_key(wide.columns)
+    cols = [c for c in wide.columns if c != step]
+    found = [_CHART_COLUMN.match(c) for c in cols]
+    if step is None or not cols or not all(found):
+        return wide
+    runs = sorted({m["run"] for m in found if m})
+    if len(runs) > 1:
+        raise InputError(
+            path,
+            f"a W&B chart export of {len(runs)} runs ({', '.join(runs[:4])})",
+            expected="one run per file: export the chart with one run shown, or each run's history",
+        )
+    keep = {c: m["metric"] for c, m in zip(cols, found, strict=True) if m and not m["range"]}
+    warnings.append(
+        f"W&B chart export of run '{runs[0]}': columns '<run> - <metric>' read as <metric>; "
+        "__MIN/__MAX (the range of each sampled bucket) left out"
+    )
+    return wide.select(step, *keep).rename(keep)
 
 
 def table_kind(path: Path, head: str) -> str | None:
