@@ -161,8 +161,8 @@ def _repeat_warning(repeated: int, rewound: int) -> str:
     if repeated - rewound:
         parts.append(
             f"{repeated - rewound} (step, metric) rows logged again at once (a progress bar "
-            "redrawn, one line per rank): kept the last of each; the others are in table "
-            "`conflicts`"
+            "redrawn, one line per rank, a tag written twice at one step): kept the last of "
+            "each; the others are in table `conflicts`"
         )
     return "; ".join(parts)
 

@@ -64,11 +64,14 @@ class Conflict:
     values: int
     first_step: int
     last_step: int
-    differing: int  # values that differ from the one kept (the rest are exact repeats)
+    differing: int  # values that differ from the one kept, as float32 (the rest are repeats)
+    rounded: int = 0  # values equal to the one kept only as float32 (an event file's copy)
 
     def warning(self) -> str:
         """The line the losing source's ingest shows."""
         equal = "all equal to those kept" if not self.differing else f"{self.differing} differ"
+        if not self.differing and self.rounded:
+            equal += " to float32 precision, as an event file stores them"
         other = (
             "under another name in this file"
             if self.source == self.kept_source
@@ -167,8 +170,11 @@ def _move_losers(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Conflict]:
     _drop_cells(con)
     rows = con.execute(
         "SELECT source, kept_source, rule, count(*), min(step), max(step), "
+        "count(*) FILTER (value::FLOAT IS DISTINCT FROM kept_value::FLOAT AND NOT "
+        "(isnan(value) AND isnan(kept_value))), "
         "count(*) FILTER (value IS DISTINCT FROM kept_value AND NOT (isnan(value) AND "
-        f"isnan(kept_value))) FROM conflicts WHERE run_id = ? AND rule NOT IN {_IN_FILE!r} "
+        "isnan(kept_value)) AND value::FLOAT IS NOT DISTINCT FROM kept_value::FLOAT) "
+        f"FROM conflicts WHERE run_id = ? AND rule NOT IN {_IN_FILE!r} "
         "GROUP BY ALL ORDER BY ALL",
         [run_id],
     ).fetchall()

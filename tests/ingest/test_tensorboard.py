@@ -329,3 +329,32 @@ def test_the_hf_trainers_event_file_reads_its_zero_losses_as_nan(tmp_path: Path)
     assert all(math.isnan(values[s]) for s in range(205, 265, 5))
     assert abs(values[200] - 1.4) < 1e-6
     assert any("'loss: 0.0' entries (steps 205..260) read as NaN" in w for w in res.warnings)
+
+
+def test_an_event_files_float32_copy_of_the_state_file_is_not_called_different(
+    tmp_path: Path,
+) -> None:
+    """The Trainer writes each logged value to trainer_state.json (float64) and to its event
+    file (float32): the ingest said "(111 differ)" of values equal but for that rounding."""
+    import json
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "hf_run"
+    run.mkdir()
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "hf_fp16_overflow"
+    state = json.loads((fixture / "trainer_state.json").read_text())
+    for e in state["log_history"]:  # a window's mean in float64 (1.8167930841445923 ...)
+        if "loss" in e:
+            e["loss"] += 1e-9
+    (run / "trainer_state.json").write_text(json.dumps(state, indent=2))
+    writer = SummaryWriter(str(run / "runs"))
+    for e in state["log_history"]:
+        if "loss" in e:
+            writer.add_scalar("train/loss", e["loss"], e["step"])  # ... 1.8167930603027345
+    writer.close()
+    with open_store(tmp_path / "t.duckdb") as store:
+        summaries = ingest(store, [run])
+    said = [w for s in summaries for src in s.sources for w in src.warnings]
+    assert any("all equal to those kept to float32 precision" in w for w in said), said
+    assert not any(" differ)" in w for w in said)
