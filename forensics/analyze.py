@@ -297,10 +297,12 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
     """OUT/README.md: one line per run with its incidents and a link to its report."""
     import jinja2
 
+    from forensics.detect import recurrence
     from forensics.detect.coverage import read as read_coverage
     from forensics.report.locate import templates_dir
 
     assert ctx.out is not None
+    copy_of = recurrence.copies(recurrence.run_spikes(ctx.store))
     rows = []
     for r in results:
         det = r.detection
@@ -324,6 +326,7 @@ def _write_index(ctx: AnalyzeContext, results: list[AnalyzeResult]) -> Path:
                 ],
                 "last_step": det.last_step if det is not None else None,
                 "coverage": read_coverage(ctx.store, r.run_id),  # detect's row, shown short
+                "copy_of": copy_of.get(r.run_id),  # the same loss logged by another run
             }
         )
     notes = [

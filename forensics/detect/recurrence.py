@@ -108,6 +108,20 @@ def _matches(step: int, interval: float, tps: float | None, other: RunSpikes) ->
     return False
 
 
+def copies(runs: list[RunSpikes]) -> dict[str, str]:
+    """Each run that logs the same loss series as an earlier one -> that earlier run."""
+    first: dict[int, str] = {}
+    out: dict[str, str] = {}
+    for r in runs:
+        if r.series is None:
+            continue
+        if r.series in first:
+            out[r.run_id] = first[r.series]
+        else:
+            first[r.series] = r.run_id
+    return out
+
+
 def distinct(runs: list[RunSpikes], besides: RunSpikes | None = None) -> list[RunSpikes]:
     """`runs` with one run kept of each logged loss series (the first), and none that logs
     the same series as `besides`: copies of one run are no evidence about the data."""

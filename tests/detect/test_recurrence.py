@@ -144,33 +144,50 @@ def test_a_spike_over_the_level_the_loss_is_at_is_found_and_recurs(fleet) -> Non
     assert {r.split("_")[7] for r in recs["run_id"]} == {"SOAP", "Muon"}
 
 
-def test_one_run_logged_twice_is_no_recurrence(tmp_path: Path) -> None:
-    # Lightning with a CSVLogger and a TensorBoardLogger writes one fit to version_0/ (CSV)
-    # and version_1/ (events): read as two runs, its spike at 304 "recurred in 2 runs"
+def _two_loggers(root: Path) -> Path:
+    """Lightning with a CSVLogger and a TensorBoardLogger: one fit written to version_0/
+    (CSV) and version_1/ (events, float32), a spike at 304."""
     import math
 
     import polars as pl
     from torch.utils.tensorboard import SummaryWriter
 
-    from forensics.detect import detect
-    from forensics.ingest import ingest
-
     steps = list(range(4, 600, 5))
     loss = [2.0 + math.exp(-s / 150) + 0.01 * math.sin(s) for s in steps]
     loss[steps.index(304)] *= 1.8
-    csv = tmp_path / "lightning_logs" / "version_0"
-    csv.mkdir(parents=True)
+    logs = root / "lightning_logs"
+    (logs / "version_0").mkdir(parents=True)
     pl.DataFrame({"step": steps, "epoch": [0] * len(steps), "train_loss_step": loss}).write_csv(
-        csv / "metrics.csv"
+        logs / "version_0" / "metrics.csv"
     )
-    writer = SummaryWriter(str(tmp_path / "lightning_logs" / "version_1"))
+    writer = SummaryWriter(str(logs / "version_1"))
     for s, v in zip(steps, loss, strict=True):
-        writer.add_scalar("train_loss_step", v, s)  # float32 in the event file
+        writer.add_scalar("train_loss_step", v, s)
     writer.close()
+    return logs
+
+
+def test_one_run_logged_twice_is_no_recurrence(tmp_path: Path) -> None:
+    # read as two runs, its spike at 304 "recurred in 2 runs", and each incident counted
+    # the other as a run that spiked there too
+    from forensics.detect import detect
+    from forensics.ingest import ingest
+
+    logs = _two_loggers(tmp_path)
     with open_store(tmp_path / "t.duckdb") as store:
-        ingest(store, [csv, tmp_path / "lightning_logs" / "version_1"])
+        ingest(store, [logs / "version_0", logs / "version_1"])
         dets = detect(store)
         recs = store.query("SELECT * FROM recurrences")
     assert sorted(i.peak_step for d in dets for i in d.incidents) == [304, 304]
     assert recs.height == 0
     assert all(i.features.get("cross_runs") in (None, 0.0) for d in dets for i in d.incidents)
+
+
+def test_the_folder_index_says_a_run_is_logged_twice(tmp_path: Path) -> None:
+    from forensics.analyze import AnalyzeOptions, analyze
+
+    out = tmp_path / "out"
+    analyze(_two_loggers(tmp_path), out, options=AnalyzeOptions(replay=False, report=False))
+    index = (out / "README.md").read_text()
+    assert "| version_1 (the same loss as version_0: one run logged twice" in index
+    assert "spike at step 304" not in index
