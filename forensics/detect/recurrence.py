@@ -125,15 +125,9 @@ def copies(runs: list[RunSpikes]) -> dict[str, str]:
 def distinct(runs: list[RunSpikes], besides: RunSpikes | None = None) -> list[RunSpikes]:
     """`runs` with one run kept of each logged loss series (the first), and none that logs
     the same series as `besides`: copies of one run are no evidence about the data."""
-    seen = {besides.series} if besides is not None and besides.series is not None else set()
-    out = []
-    for r in runs:
-        if r.series is not None and r.series in seen:
-            continue
-        if r.series is not None:
-            seen.add(r.series)
-        out.append(r)
-    return out
+    twins = copies(runs)
+    mine = besides.series if besides is not None else None
+    return [r for r in runs if r.run_id not in twins and (mine is None or r.series != mine)]
 
 
 def covers(run: RunSpikes, step: int) -> bool:
@@ -167,20 +161,14 @@ def in_attempts(inc: Incident, interval: float, attempts: list[RunSpikes]) -> fl
 # ----- the store side -------------------------------------------------------------------------
 def run_spikes(store: Store) -> list[RunSpikes]:
     """Every run of the store with its stored loss-incident peaks (empty when not detected)."""
-    spans = store.con.execute(
-        "SELECT run_id, min(step), max(step), count(*) FROM metrics "
+    spans = store.con.execute(  # the fingerprint in the same scan: (metric, step, float32)
+        "SELECT run_id, min(step), max(step), count(*), "
+        "hash(list((metric, step, value::FLOAT) ORDER BY metric, step)) FROM metrics "
         "WHERE metric IN ('loss', 'val_loss') AND value IS NOT NULL GROUP BY run_id"
     ).fetchall()
     rows = store.con.execute(
         "SELECT run_id, metric, peaks FROM incidents WHERE metric IN ('loss', 'val_loss')"
     ).fetchall()
-    series = dict(
-        store.con.execute(
-            "SELECT run_id, hash(list((metric, step, value::FLOAT) ORDER BY metric, step)) "
-            "FROM metrics WHERE metric IN ('loss', 'val_loss') AND value IS NOT NULL "
-            "GROUP BY run_id"
-        ).fetchall()
-    )
     peaks: dict[str, list[int]] = {}
     for run_id, _metric, raw in rows:
         for p in json.loads(raw or "[]"):
@@ -188,7 +176,7 @@ def run_spikes(store: Store) -> list[RunSpikes]:
             if v is not None and np.isfinite(float(v)):
                 peaks.setdefault(run_id, []).append(int(p["step"]))
     out = []
-    for run_id, first, last, n in spans:
+    for run_id, first, last, n, series in spans:
         cfg = store.run_config(run_id)
         interval = max(1.0, (last - first) / max(1, n - 1))
         out.append(
@@ -200,7 +188,7 @@ def run_spikes(store: Store) -> list[RunSpikes]:
                 interval,
                 tokens_per_step(cfg),
                 data_order(cfg),
-                series.get(run_id),
+                series,
             )
         )
     return out

@@ -238,7 +238,7 @@ def write(store: Store, det: Detection) -> None:
             rows = [dataclasses.asdict(r) for r in det.rollbacks]
             store.insert_frame("rollbacks", pl.DataFrame(rows, infer_schema_length=None))
         if det.unread:
-            store.insert_frame("unread_metrics", unread.rows(det.run_id, det.unread))
+            store.insert_frame(unread.TABLE, unread.rows(det.run_id, det.unread))
         if det.cost is not None:
             cost = {"run_id": det.run_id} | dataclasses.asdict(det.cost)
             store.insert_frame("run_cost", pl.DataFrame([cost], schema_overrides=_COST_SCHEMA))

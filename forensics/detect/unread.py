@@ -63,9 +63,9 @@ def unread_metrics(data: RunData) -> list[Unread]:
         i = np.searchsorted(data.loss.steps, m.steps, side="right") - 1
         loss = np.where(i >= 0, data.loss.values[np.maximum(i, 0)], np.nan)
         bad = ~np.isfinite(m.values) & np.isfinite(loss)
-        early = bad.any() and int(np.argmax(bad)) < FROM_THE_START * len(m)
-        if early and bad.sum() >= UNREAD_SHARE * len(m):
-            out.append(Unread(name, len(m), int(bad.sum()), int(m.steps[np.argmax(bad)])))
+        first = int(np.argmax(bad))  # 0 when none: the share test below fails then
+        if first < FROM_THE_START * len(m) and bad.sum() >= UNREAD_SHARE * len(m):
+            out.append(Unread(name, len(m), int(bad.sum()), int(m.steps[first])))
     return out
 
 

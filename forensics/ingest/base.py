@@ -170,6 +170,12 @@ def readers() -> list[Reader]:
     return sorted(_REGISTRY.values(), key=lambda r: (r.priority, r.name))
 
 
+def text_formats() -> frozenset[str]:
+    """The readers whose numbers (and clock) are printed text parsed back: a structured
+    source wins over them (store/conflicts.py), and their times carry no zone."""
+    return frozenset(r.name for r in readers() if not r.structured)
+
+
 def get_reader(name: str) -> Reader:
     names = [r.name for r in readers()]
     if name not in _REGISTRY:

@@ -26,8 +26,8 @@ from forensics.ingest.base import (
     ReadResult,
     detect_format,
     get_reader,
-    readers,
     sniff_format,
+    text_formats,
 )
 from forensics.ingest.discover import (
     RunGroup,
@@ -556,7 +556,7 @@ def _hf_training_args(store: Store, name: str, found: list[_Source], summary: Ru
 
 def _resolve_conflicts(store: Store, name: str, summary: RunSummary) -> None:
     """One value per (step, metric): see forensics/store/conflicts.py for the rule."""
-    texts = frozenset(r.name for r in readers() if not r.structured)
+    texts = text_formats()
     by_source = {s.path: s for s in summary.sources}
     for c in conflicts.resolve(store.con, name, texts):
         line = c.warning()

@@ -112,12 +112,15 @@ def shown_reason(h: StoredHypothesis, unread: dict[str, Any] | None = None) -> s
     the feature values it read, or for a cause not evaluated, what was not logged (or
     logged but not read: `unread_metrics`)."""
     if h.status == "not_evaluable" and h.needs:
-        read = [n for n in h.needs if n.partition("_every_step")[0] not in (unread or {})]
-        said = ["not logged: " + ", ".join(_needed(n) for n in read)] if read else []
-        if len(read) < len(h.needs):
-            names = [f"`{n.partition('_every_step')[0]}`" for n in h.needs if n not in read]
+        absent = [n for n in h.needs if _metric(n) not in (unread or {})]
+        present = [n for n in h.needs if n not in absent]
+        said = []
+        if absent:
+            said.append("not logged: " + ", ".join(_needed(n) for n in absent))
+        if present:
             said.append(
-                "logged but NaN/Inf where the loss is finite, not read: " + ", ".join(names)
+                "logged but NaN/Inf where the loss is finite, not read: "
+                + ", ".join(f"`{_metric(n)}`" for n in present)
             )
         return "; ".join(said)
     if h.reason.startswith("refuted by the log (") and "): " in h.reason:
@@ -125,11 +128,15 @@ def shown_reason(h: StoredHypothesis, unread: dict[str, Any] | None = None) -> s
     return h.reason
 
 
+def _metric(need: str) -> str:
+    """The metric a rule input names (`grad_norm_every_step` is `grad_norm`)."""
+    return need.partition("_every_step")[0]
+
+
 def _needed(name: str) -> str:
     """A rule input as the page names it: `grad_norm_every_step` is the metric `grad_norm`,
     logged at every step (no metric of that name exists)."""
-    metric, every, _ = name.partition("_every_step")
-    return f"`{metric}` at every step" if every else f"`{name}`"
+    return f"`{_metric(name)}` at every step" if name != _metric(name) else f"`{name}`"
 
 
 def what_evaluates(h: StoredHypothesis, log_next: list[LogNext], fallback: Any) -> str:

@@ -152,7 +152,8 @@ def build_report(
     frame = store.metrics_frame(run_id)
     config = model.load_config(store, run_id)
     writer = model.load_format(store, run_id)
-    incs = model.load_incidents(store, run_id)
+    unread = model.load_unread(store, run_id)
+    incs = model.load_incidents(store, run_id, unread)
     metric = incs[0].metric if incs else "loss"
     facts = {i.incident_id: incident.compute(i, frame) for i in incs}
     covered = coverage(model.load_coverage(store, run_id))
@@ -192,7 +193,7 @@ def build_report(
         screen=screen,
         rollbacks=rollbacks,
         data_errors=model.load_data_errors(store, run_id),
-        unread=model.load_unread(store, run_id),
+        unread=unread,
         zoned=zoned,
     )
 

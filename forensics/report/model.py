@@ -179,8 +179,11 @@ def _rows(store: Store, sql: str, run_id: str) -> list[dict[str, Any]]:
     return store.query(sql, [run_id]).to_dicts()
 
 
-def load_incidents(store: Store, run_id: str) -> list[Incident]:
-    """Every incident of the run with its findings (strongest first) and replays."""
+def load_incidents(
+    store: Store, run_id: str, unread: list[dict[str, Any]] | None = None
+) -> list[Incident]:
+    """Every incident of the run with its findings (strongest first) and replays; `unread`:
+    the run's `unread_metrics` rows (load_unread), which every incident's page reads."""
     rows = _rows(store, "SELECT * FROM incidents WHERE run_id = ? ORDER BY incident_id", run_id)
     incidents = [_incident(r) for r in rows]
     by_id = {i.incident_id: i for i in incidents}
@@ -191,9 +194,9 @@ def load_incidents(store: Store, run_id: str) -> list[Incident]:
         if r["incident_id"] in by_id:
             by_id[r["incident_id"]].replays.append(_replay(r))
     _load_explained(store, run_id, by_id)
-    unread = {u["metric"]: u for u in load_unread(store, run_id)}
+    by_metric = {u["metric"]: u for u in unread or []}
     for inc in incidents:
-        inc.unread = unread
+        inc.unread = by_metric
         inc.findings.sort(key=lambda f: (not f.triggered, -(f.confidence or 0.0), f.rule_id))
         inc.replays.sort(key=lambda r: (r.probe, r.hypothesis))
     return incidents
@@ -409,15 +412,13 @@ def load_format(store: Store, run_id: str) -> str | None:
     return rows[0]["format"] if rows else None
 
 
-# Readers whose wall times are a printed clock without a time zone (`[2018-11-26 09:21:07,579
-# INFO]`, Megatron's `[2024-05-01 12:00:00]`): stored as if UTC, shown without the zone.
-PRINTED_CLOCK = ("generic_text", "megatron", "textlog")
-
-
 def clock_has_zone(store: Store, run_id: str) -> bool:
-    """False when a metrics source of the run is a text log (its times carry no zone)."""
+    """False when a metrics source of the run is a text log: its times are a printed clock
+    without a time zone (`[2018-11-26 09:21:07,579 INFO]`), stored as if UTC."""
+    from forensics.ingest.base import text_formats
+
     rows = _rows(store, "SELECT format FROM sources WHERE run_id = ? AND kind = 'metrics'", run_id)
-    return not any(r["format"] in PRINTED_CLOCK for r in rows)
+    return not any(r["format"] in text_formats() for r in rows)
 
 
 def load_sources(store: Store, run_id: str) -> list[dict[str, Any]]:

@@ -68,7 +68,12 @@ def pick_step_key(columns: list[str]) -> str | None:
     exact = next((k for k in STEP_KEYS if k in present), None)
     if exact is not None:
         return exact
-    return next((c for c in columns if c.strip().lower() == "step"), None)
+    return next((c for c in columns if _named_step(c)), None)
+
+
+def _named_step(column: str) -> bool:
+    """`Step`, ` STEP`: the step column whatever its case (W&B's chart export)."""
+    return column.strip().lower() == "step"
 
 
 def epoch_key(columns: list[str]) -> str | None:
@@ -165,7 +170,7 @@ def metric_columns(columns: list[str], exclude: set[str]) -> list[str]:
         for c in columns
         if c not in exclude
         and c not in STEP_KEYS
-        and c.strip().lower() != "step"
+        and not _named_step(c)
         and c not in _INDEX_COLUMNS
         and not c.startswith("_")
     ]

@@ -888,8 +888,6 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
     `epoch` field or says it averages (MAE-style `Averaged stats: lr: ... loss: 6.6 (6.59)`,
     nanoVLM's `Epoch 1 | Train Loss: 2.1 | Val Loss: 2.3`)."""
     table = alias_table()
-    _epoch_loss_lines(found, notes)
-    _checkpoint_lines(found, notes)
     lossy = [
         t
         for t in found.values()
@@ -1052,6 +1050,8 @@ def extract(
         }
     )
     _summaries(found, notes)
+    _epoch_loss_lines(found, notes)
+    _checkpoint_lines(found, notes)
     _epoch_summaries(found, notes)
     _bar_running_loss(found, notes)
     if any(t.bar and t.is_record for t in found.values()):
