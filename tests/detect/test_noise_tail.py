@@ -151,3 +151,18 @@ def test_the_false_alarm_scan_reads_only_clean_runs() -> None:
     (alarm,) = clean_alarms(5001552, "synth_runs_t") or []
     assert alarm["peak_step"] == 2830 and alarm["noise_tail"]["chance"] > 0.15
     assert synth_runs.make_run(5010630).truth
+
+
+def test_the_tail_paragraph_ends_before_the_hypothesis_table(tmp_path: Path) -> None:
+    # the paragraph's line end was eaten by the template: "...would).\n| competing
+    # hypothesis |": Markdown then reads the table as text of the paragraph
+    from forensics.analyze import AnalyzeOptions, analyze
+
+    run = synth_runs.make_run(5003938)
+    folder = synth_runs.write_run(run, tmp_path)
+    out = tmp_path / "out"
+    analyze(folder, out, options=AnalyzeOptions(replay=False, min_severity="minor"))
+    page = next((out / "postmortems").glob("*.md")).read_text()
+    assert "**How unusual the jump is:**" in page
+    after = page.split("**How unusual the jump is:**", 1)[1]
+    assert after.split("| competing hypothesis |", 1)[0].endswith(".\n\n")
