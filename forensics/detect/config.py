@@ -168,6 +168,11 @@ class DetectConfig:
     # History scanned for a slow drift of grad norm / parameter norm before the onset (at
     # most half the history before an early onset).
     precursor_steps: int = 400
+    # A drift had begun before the last this many steps (at least 3 log intervals) before
+    # the onset: a gradient that rose only within them jumped, as a kick does (a batch, a
+    # stale second moment's first step, an overflow cascade the log does not show), it did
+    # not drift as a too-high LR's does over hundreds of steps (features.grad_drift_early).
+    drift_gap_steps: int = 40
     # Steps before the onset (at least one log interval) searched for the gradient jump that
     # set the incident off. A batch's gradient comes with its own loss, but a damaging
     # update's loss climbs for several steps after the jump (a stale second moment keeps

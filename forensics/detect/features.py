@@ -540,7 +540,10 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
             out["grad_lead"] = float(top_step(inc, data) - st[worst])
         signs = _overflow_signs(inc, data, g)
         out.update(_overflows(inc, signs))
-        out["grad_drift"] = _drift_ratio(g, _cascade_start(inc, data, signs), cfg)
+        start = _cascade_start(inc, data, signs)
+        out["grad_drift"] = _drift_ratio(g, start, cfg)
+        gap = max(cfg.drift_gap_steps, 3 * data.interval)
+        out["grad_drift_early"] = _drift_ratio(g, int(start - gap), cfg)
     if data.has("param_norm"):
         out["param_drift"] = _param_drift(data.aux["param_norm"], inc.onset_step, cfg)
     if data.has("update_norm"):

@@ -361,3 +361,37 @@ def test_halvings_after_the_loss_went_nan_are_no_overflow_cascade(tmp_path: Path
     assert [(i["type"], i["cause"]) for i in found] == [("divergent", "unknown")]
     f = stored_features(tmp_path)[0]
     assert f["scale_halvings"] <= 1 and f["nonfinite_loss"] >= 100
+
+
+def _late_gradient(drift: bool) -> Callable[[int, float], tuple[float, float]]:
+    """A spike at 400, the LR at its peak, the loss back over ~100 steps. With `drift` the
+    gradient norm grew 3x from 150 to 390 (a too-high LR's slow rise); without it, it
+    jumped 4x at 375, 25 steps before the spike: a kick or an overflow cascade the log
+    does not show (fp16, the loss scale not logged)."""
+
+    def shape(step: int, loss: float) -> tuple[float, float]:
+        if drift:
+            g = 3.0 ** min(1.0, max(0.0, (step - 150) / 240))
+        else:
+            g = 4.0 if 375 <= step < 400 else 1.0
+        bump = 0.5 * math.exp(-(step - 400) / 30) if step >= 400 else 0.0
+        return loss * (1 + bump), g
+
+    return shape
+
+
+@pytest.mark.parametrize("drift", [False, True])
+def test_a_gradient_that_jumped_just_before_the_spike_did_not_drift(
+    tmp_path: Path, drift: bool
+) -> None:
+    """Both gradients stand 3-4x over the precursor's lowest quarter in its last quarter
+    (grad_drift), but only the slow one was already up before the last 40 steps
+    (grad_drift_early). The jump read as a too-high LR's drift at 0.9 on fp16 runs whose
+    loss scale is not logged (bench/synth_runs_v.py: an overflow cascade's gradient)."""
+    run = _write(tmp_path / "run", _late_gradient(drift), {"fp16": True}, every=5)
+    found = stored_incidents(run, tmp_path)
+    assert [i["peak_step"] for i in found] == [400]
+    feats = stored_features(tmp_path)[0]
+    assert feats["grad_drift"] >= 1.3
+    assert (feats["grad_drift_early"] >= 1.15) == drift
+    assert (found[0]["cause"] == "lr_too_high") == drift
