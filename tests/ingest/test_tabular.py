@@ -298,3 +298,57 @@ def test_wandb_chart_export_of_several_runs_is_refused_clearly(tmp_path: Path) -
         InputError, match=r"a W&B chart export of 2 runs \(gpt2-lr3e-4, gpt2-lr6e-4\)"
     ):
         read(path, "table")
+
+
+# The Hugging Face Trainer's dicts of a window whose every loss was NaN (AnswerDotAI/
+# ModernBERT#233), as its W&B callback logs them (`train/` names, `train/global_step`):
+#   {'loss': 0.2051, 'grad_norm': nan, 'learning_rate': 9.774074342405685e-06, 'epoch': 0.53}
+#   {'loss': 0.0, 'grad_norm': nan, 'learning_rate': 9.773696745450087e-06, 'epoch': 0.53}
+HF_WANDB_COLS = [
+    "_step", "_runtime", "_timestamp", "train/loss", "train/grad_norm",
+    "train/learning_rate", "train/epoch", "train/global_step",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_wandb_history_of_hf_trainer_reads_zero_standins_as_nan(tmp_path: Path, kind: str) -> None:
+    # before: the 0.0 losses were stored as real losses (a dip to 0), while the same run's
+    # trainer_state.json and event file read them as NaN
+    rows = [
+        [i, 30.0 * i, 1.75e9 + 30 * i, 0.2051 + 0.01 * i, 0.5, 9.77e-06, 0.53, 10 * (i + 1)]
+        for i in range(6)
+    ]
+    rows += [
+        [i, 30.0 * i, 1.75e9 + 30 * i, 0.0, math.nan, 9.77e-06, 0.53, 10 * (i + 1)]
+        for i in range(6, 9)
+    ]
+    folder = tmp_path / "wandb_run"
+    folder.mkdir()
+    if kind == "csv":  # `run.history().to_csv()`: pandas writes NaN as an empty cell
+        path = folder / "wandb_export_history.csv"
+        with path.open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["", *HF_WANDB_COLS])
+            for i, row in enumerate(rows):
+                writer.writerow([i, *("" if v != v else v for v in row)])
+    else:  # scan_history() dumped with json.dumps, which writes NaN
+        path = folder / "history.jsonl"
+        path.write_text(
+            "".join(json.dumps(dict(zip(HF_WANDB_COLS, r, strict=True))) + "\n" for r in rows)
+        )
+    res = read(path, "wandb")
+    loss = series(res, "train/loss")
+    assert sorted(loss) == [10 * (i + 1) for i in range(9)]  # train/global_step, not _step
+    assert all(math.isnan(loss[s]) for s in (70, 80, 90))
+    assert loss[60] == pytest.approx(0.2551)
+    assert any("3 'loss: 0.0' entries (steps 70..90) read as NaN" in w for w in res.warnings)
+
+
+def test_wandb_history_keeps_a_zero_loss_of_another_trainer(tmp_path: Path) -> None:
+    """Only the HF Trainer's callback names (`train/loss` with `train/epoch`) mark the
+    stand-in: another loop's logged 0.0 is its value."""
+    path = tmp_path / "history.jsonl"
+    recs = [{"_step": i, "_runtime": i, "loss": 0.5 if i < 3 else 0.0} for i in range(6)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    loss = series(read(path, "wandb"), "loss")
+    assert loss[5] == 0.0

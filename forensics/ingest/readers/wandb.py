@@ -7,7 +7,9 @@ unless the run logged its own (`trainer/global_step` from Lightning's WandbLogge
 `global_step`, `step`): W&B's `_step` counts `wandb.log` calls, which is the optimizer
 step only when the training loop passed `step=` itself. Metric names keep W&B's
 '/' sections (`train/loss`). A sibling `config.yaml` (W&B's `{key: {value: X}}` layout) is
-read as the run's config.
+read as the run's config. The Hugging Face Trainer's W&B callback logs the same `loss: 0.0`
+stand-ins for an all-NaN window as its trainer_state.json: they are read as the NaN they
+stand for, as the hf_trainer and tensorboard readers read them (`long_standins`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from forensics.ingest.base import Reader, ReadResult, read_head, register
 from forensics.ingest.config import is_config_file, load_config
 from forensics.ingest.readers._wide import wide_to_long
+from forensics.ingest.readers.hf_trainer import long_standins
 from forensics.ingest.readers.jsonl import NOT_HISTORY, first_record, flat_keys, read_jsonl
 from forensics.ingest.readers.tabular import load_table, table_header, table_kind
 
@@ -45,6 +48,7 @@ class WandbReader(Reader):
             warnings += more
         else:
             long, warnings = read_jsonl(path)
+        long = long_standins(long, warnings)
         return ReadResult(long, config=_sibling_config(path), warnings=warnings)
 
 
