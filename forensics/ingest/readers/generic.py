@@ -765,11 +765,10 @@ def _number_in_order(found: dict[str, Template], notes: list[str]) -> bool:
     training-loss lines become records numbered 1, 2, ... in file order, and lines with
     another loss (an eval dict) follow the record before them. Says so in a note."""
     table = alias_table()
-    ordinal = [
-        t
-        for t in found.values()
-        if t.step_slot is None and any(table.canonical(k) == "loss" for k in t.names.values())
-    ]
+    stepless = [t for t in found.values() if t.step_slot is None]
+    ordinal = [t for t in stepless if any(table.canonical(k) == "loss" for k in t.names.values())]
+    if not ordinal:  # TRL's PPOTrainer: `{..., 'loss/policy_avg': ..., 'loss/value_avg': ...}`
+        ordinal = [t for t in stepless if _term_losses(t)]
     if not ordinal:
         return False
     ordinal = _one_print_per_record(ordinal, found, notes)
@@ -783,6 +782,21 @@ def _number_in_order(found: dict[str, Template], notes: list[str]) -> bool:
         "file order (the step axis is the record's rank, not the optimizer step)"
     )
     return True
+
+
+def _term_losses(t: Template) -> list[str]:
+    """The training losses of a step-less record that has no plain `loss`: the losses of
+    several models or terms (TRL's PPOTrainer prints `'loss/policy_avg'` and
+    `'loss/value_avg'` in its dicts, with no step but `episode`, a count of samples). Not an
+    evaluation's loss, nor a run or epoch summary's (whose records are no training steps)."""
+    return [
+        k
+        for k in t.names.values()
+        if "loss" in k.lower()
+        and not _eval_key(k)
+        and not k.startswith(("summary/", "epoch/"))
+        and alias_table().canonical(k) not in _LOSSES
+    ]
 
 
 def _epochs_as_steps(prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]) -> None:
