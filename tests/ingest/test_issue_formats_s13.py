@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 from issue_log_helpers import stored as _stored
 
+from forensics.errors import InputError
 from forensics.ingest.base import sniff_format
 
 # ----- TRL PPOTrainer printed dicts (hongbo-miao/hongbomiao.com#37684) -------------------------
@@ -59,3 +61,66 @@ def test_eval_dicts_alone_are_not_numbered_as_training_records(tmp_path: Path) -
     path.write_text(text)
     reader = sniff_format(path)
     assert reader is None or reader.name != "generic_text"
+
+
+# ----- TRL / HF notebook table pasted as Markdown (huggingface/open-r1#704) ---------------------
+_GRPO_TABLE = [
+    "Step | Training Loss | reward | reward_std | kl | entropy",
+    "-- | -- | -- | -- | -- | --",
+    "1 | -0.283600 | 13.437500 | 21.810942 | nan | 0",
+    "2 | -0.149100 | 6.931818 | 14.526671 | nan | No Log",
+    "3 | -0.110500 | 6.250000 | 17.677670 | nan | No Log",
+    "4 | -0.014500 | 6.422414 | 12.048451 | nan | No Log",
+]
+
+
+def test_markdown_table_of_the_notebook_callback_is_read(tmp_path: Path) -> None:
+    # before: "format not recognised": a ` | `-separated table was no log of any reader
+    more = [f"{s} | 0.0{s} | 7.5 | 15.2 | nan | No Log" for s in range(5, 8)]
+    fmt, m, w = _stored(tmp_path, "\n".join(_GRPO_TABLE + more) + "\n")
+    assert fmt == "table"
+    assert m["loss"] == {1: -0.2836, 2: -0.1491, 3: -0.1105, 4: -0.0145, 5: 0.05, 6: 0.06, 7: 0.07}
+    assert sorted(m["kl"]) == list(range(1, 8)) and all(math.isnan(v) for v in m["kl"].values())
+    assert m["entropy"] == {1: 0.0}  # `No Log` is no value, not a 0 or a NaN
+    assert m["reward_std"][2] == 14.526671
+    assert any("a table pasted as text (header on line 1, 7 rows)" in x for x in w)
+
+
+def test_tab_separated_notebook_table_after_its_progress_line(tmp_path: Path) -> None:
+    """The same table copied out of Jupyter: cells split by tabs, `No log` as the Trainer
+    writes it, under the progress line it prints above the table."""
+    lines = [
+        "[30/30 00:41, Epoch 3/3]",
+        "Step\tTraining Loss\tValidation Loss",
+        "10\t2.305600\tNo log",
+        "20\t1.873200\t1.902341",
+        "30\tnan\tnan",
+    ]
+    fmt, m, w = _stored(tmp_path, "\n".join(lines) + "\n", name="notebook.txt")
+    assert fmt == "table"
+    assert m["loss"][10] == 2.3056 and math.isnan(m["loss"][30])
+    assert sorted(m["val_loss"]) == [20, 30]
+    assert any("1 lines before the table's header not read" in x for x in w)
+
+
+def test_a_log_that_prints_a_small_table_stays_a_log(tmp_path: Path) -> None:
+    """A table that is not most of the head (Lightning's model summary is one) is no
+    pasted table: the log's own records are read."""
+    lines = [
+        "step | loss | lr",
+        "0 | 9.1 | 0.0",
+        "1 | 9.0 | 0.0",
+        *[f"step {s} | loss {5 - s / 100:.3f} | lr 1e-4" for s in range(2, 40)],
+    ]
+    fmt, m, _ = _stored(tmp_path, "\n".join(lines) + "\n")
+    assert fmt != "table"
+    assert m["loss"][39] == 4.61
+
+
+def test_pasted_table_with_a_fractional_step_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "train.log"
+    path.write_text("Step | Training Loss\n-- | --\n1 | 2.0\n2.5 | 1.9\n3 | 1.8\n")
+    reader = sniff_format(path)
+    assert reader is not None and reader.name == "table"
+    with pytest.raises(InputError, match=r"train.log:4: field 'Step': step '2.5' is not an"):
+        reader.read(path)

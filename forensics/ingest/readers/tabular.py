@@ -5,6 +5,8 @@ an EMPTY cell is no data, while the text "nan"/"inf"/"-inf" is a NaN/Inf value. 
 CSV row with fewer cells than the header and no final newline is a torn write: it is
 dropped with a warning naming its line. W&B history exports and Lightning's metrics.csv
 are tables too, but have their own readers (`wandb`, `lightning`) that sniff first.
+A table pasted as text into a `.log`/`.txt` (the Hugging Face notebook table as Markdown
+`Step | Training Loss | ...`, or tab-separated) is read the same way (`_text_table`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, read_head, register
+from forensics.ingest.readers._text import head_lines, looks_like_text_log, read_text
+from forensics.ingest.readers._text_table import sniff_text_table, text_table_frame
 from forensics.ingest.readers._wide import epoch_key, pick_step_key, wide_to_block
 from forensics.lazy import lazy_module
 
@@ -33,15 +37,21 @@ _PARQUET_SUFFIXES = (".parquet", ".pq")
 @register
 class TableReader(Reader):
     name = "table"
-    description = "CSV / TSV / Parquet metric tables with a step column"
+    description = (
+        "CSV / TSV / Parquet metric tables with a step column, and such tables pasted as "
+        "text (Markdown `Step | Training Loss | ...`, tab-separated)"
+    )
     priority = 30  # after W&B and Lightning tables, before the text-log readers
 
     def sniff(self, path: Path, head: str) -> bool:
+        if table_kind(path, head) is None:  # a `.log`/`.txt` that is a pasted table
+            return looks_like_text_log(path, head) and sniff_text_table(head_lines(head))
         header = table_header(path, head)
         return pick_step_key(header) is not None or epoch_key(header) is not None
 
     def read(self, path: Path) -> ReadResult:
-        wide, warnings, first_line = load_table(path)
+        pasted = table_kind(path, read_head(path)) is None
+        wide, warnings, first_line = _pasted_table(path) if pasted else load_table(path)
         wide = chart_export(wide, path, warnings)
         block, more = wide_to_block(wide, path, first_line=first_line)
         return ReadResult(blocks=[block], warnings=warnings + more)
@@ -74,6 +84,19 @@ def chart_export(wide: pl.DataFrame, path: Path, warnings: list[str]) -> pl.Data
         "__MIN/__MAX (the range of each sampled bucket) left out"
     )
     return wide.select(step, *keep).rename(keep)
+
+
+def _pasted_table(path: Path) -> tuple[pl.DataFrame, list[str], int | None]:
+    """A text file's pasted table (wide frame, warnings, line of row 0), or a clear error."""
+    found = text_table_frame(read_text(path))
+    if found is None:
+        raise InputError(
+            path,
+            "no table with a step column",
+            expected="a header naming a Step (or Epoch) column, then rows of cells split by "
+            "'|' or tabs",
+        )
+    return found
 
 
 def table_kind(path: Path, head: str) -> str | None:
