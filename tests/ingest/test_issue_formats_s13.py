@@ -124,3 +124,55 @@ def test_pasted_table_with_a_fractional_step_names_its_line(tmp_path: Path) -> N
     assert reader is not None and reader.name == "table"
     with pytest.raises(InputError, match=r"train.log:4: field 'Step': step '2.5' is not an"):
         reader.read(path)
+
+
+# ----- marian (marian-nmt/marian#376) ----------------------------------------------------------
+# `Up.` counts updates (the step), `Cost` is the training loss; the `[valid]` lines report
+# the validation set's cross-entropy and perplexity at that update.
+_MARIAN = [
+    "[2021-07-17 12:54:33] Ep. 1 : Up. 14000 : Sen. 965,843 : Cost 5.20174599 : Time 359.59s : 3007.81 words/s",  # noqa: E501
+    "[2021-07-17 13:13:46] Ep. 1 : Up. 16000 : Sen. 1,052,108 : Cost 6.59608603 : Time 1153.11s : 1942.28 words/s",  # noqa: E501
+    "[2021-07-17 13:32:37] Ep. 1 : Up. 18000 : Sen. 1,123,604 : Cost 6.29688978 : Time 1131.22s : 2070.52 words/s",  # noqa: E501
+    "[2021-07-17 13:49:01] Ep. 1 : Up. 20000 : Sen. 1,212,903 : Cost 5.85167885 : Time 984.07s : 2382.72 words/s",  # noqa: E501
+    "[2021-07-17 13:49:01] Saving model weights and runtime parameters to model/model.npz.orig.npz",  # noqa: E501
+    "[2021-07-17 13:49:15] Saving model weights and runtime parameters to model/model.iter20000.npz",  # noqa: E501
+    "[2021-07-17 13:49:25] Saving model weights and runtime parameters to model/model.npz",  # noqa: E501
+    "[2021-07-17 13:49:39] Saving Adam parameters to model/model.npz.optimizer.npz",  # noqa: E501
+    "[2021-07-17 13:50:36] [valid] Ep. 1 : Up. 20000 : cross-entropy : 130.97 : new best",  # noqa: E501
+    "[2021-07-17 13:51:02] [valid] Ep. 1 : Up. 20000 : perplexity : 187.458 : new best",  # noqa: E501
+    "[2021-07-17 13:51:53] [valid] Ep. 1 : Up. 20000 : translation : 2.35 : new best",  # noqa: E501
+    "[2021-07-17 14:06:01] Ep. 1 : Up. 22000 : Sen. 1,316,283 : Cost 5.25472784 : Time 1019.73s : 2097.49 words/s",  # noqa: E501
+    "[2021-07-17 14:19:04] Ep. 1 : Up. 24000 : Sen. 1,454,670 : Cost 4.57147598 : Time 783.38s : 2713.49 words/s",  # noqa: E501
+    "[2021-07-17 14:29:40] Ep. 1 : Up. 26000 : Sen. 1,650,105 : Cost 3.89087892 : Time 636.06s : 2924.37 words/s",  # noqa: E501
+]
+
+
+def test_marian_updates_are_steps_cost_is_loss_and_valid_lines_are_validation(
+    tmp_path: Path,
+) -> None:
+    # before: the training lines were ignored ("no step and metric found"); the `[valid]`
+    # cross-entropy was stored as `loss` at steps 1, 2, ... ("no step counter")
+    nan = "[2021-07-17 14:40:35] Ep. 1 : Up. 28000 : Sen. 1,842,818 : Cost nan : Time 655.17s : 2902.30 words/s"  # noqa: E501
+    fmt, m, _ = _stored(tmp_path, "\n".join([*_MARIAN, nan]) + "\n")
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == list(range(14000, 30000, 2000))
+    assert m["loss"][14000] == 5.20174599 and math.isnan(m["loss"][28000])
+    assert m["val_loss"] == {20000: 130.97} and m["val_ppl"] == {20000: 187.458}
+    assert m["sen."][16000] == 1052108  # the thousands' commas read
+    assert m["epoch"][26000] == 1
+
+
+def test_an_eval_tag_keeps_its_loss_out_of_the_training_loss(tmp_path: Path) -> None:
+    """A split's tag where a logger's tag stands (`[eval] step 100 | loss 3.60`)."""
+    # before: the tag was cut off with the prefix, and the eval loss overwrote the training
+    # loss of its step (kept as "logged again at once")
+    lines = [
+        "[2024-05-01 12:00:00] step 100 | loss 3.10 | lr 1e-4",
+        "[2024-05-01 12:00:01] [eval] step 100 | loss 3.60",
+        "[2024-05-01 12:00:02] step 200 | loss 2.90 | lr 1e-4",
+        "[2024-05-01 12:00:03] [eval] step 200 | loss 3.40",
+        "[2024-05-01 12:00:04] step 300 | loss 2.80 | lr 1e-4",
+    ]
+    _, m, _ = _stored(tmp_path, "\n".join(lines) + "\n")
+    assert m["loss"] == {100: 3.10, 200: 2.90, 300: 2.80}
+    assert m["val_loss"] == {100: 3.60, 200: 3.40}

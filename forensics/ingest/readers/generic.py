@@ -94,6 +94,11 @@ _PREFIX = (
     r"|\((?:\w+\s+)?pid=\d+(?:,\s*ip=[\d.]+)?\)"  # Ray's `(TaskRunner pid=87031)` (verl)
     r"))+\s*"
 )
+# A split's tag where a logger's would stand (marian's `[valid] Ep. 1 : Up. 20000 :
+# cross-entropy : 130.97`): it says the line's loss is an evaluation's, so it is kept out of
+# the prefix (masked as \x01split\x01 while the prefix goes, then restored).
+_SPLIT_TAG = r"\[((?i:val|valid|validation|eval|test))\]"
+_MASKED_TAG = r"\x01([A-Za-z]+)\x01"
 # Keys that name the step counter, best first (litgpt prints `iter N step M`: M is the step;
 # fairseq prints `epoch 001:  450 / 1891 ... num_updates=445`: the update count is the step;
 # `g_step 2000, step 152, ...`: the global count wins over a count within the epoch).
@@ -110,6 +115,7 @@ _STEP_KEYS = (
     "it",
     "s",
     "i",
+    "up.",  # marian `Ep. 1 : Up. 14000 : Sen. 965,843 : Cost 5.20`: the update count
 )
 # Step keys that name a global counter wherever they stand in the line (fairseq prints
 # num_updates after a dozen other fields); the others count only among the first slots.
@@ -404,7 +410,7 @@ def infer(text: str, count: int) -> Template:
             continue
         if key.lower() in _SPLITS and n - len(skip) == 2:  # build-nanogpt: `0 train 10.955`
             key = f"{key} loss"
-        elif split_word and split_word not in key.lower() and "loss" in key.lower():
+        elif split_word and split_word not in key.lower() and _split_loss(key):
             key = f"{split_word} {key}"
         tpl.names[i] = _in_section(_rate_by_unit(key, lits[i + 1]), sections[i])
     if tpl.glued:
@@ -678,6 +684,16 @@ def _good_key(key: str) -> bool:
     return key.count("(") == key.count(")")
 
 
+def _split_loss(key: str) -> bool:
+    """A loss (or its perplexity) that an evaluation line's split word makes the split's:
+    `loss`, and the names that mean the training loss elsewhere (marian's `[valid]` line
+    prints `cross-entropy`, as its training lines' `Cost` is the loss)."""
+    lowered = key.lower()
+    if "loss" in lowered or lowered in ("ppl", "perplexity"):
+        return True
+    return alias_table().canonical(key) == "loss"
+
+
 def _split_of(lits: list[str], befores: list[str]) -> str:
     """`val`/`eval`/`test` when the template's literal text says it is an evaluation line
     (a word outside its keys, before its loss: `validation | loss 3.4`, fairseq's
@@ -705,7 +721,13 @@ def _split_of(lits: list[str], befores: list[str]) -> str:
 
 def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
     """line, text (prefix removed), tpl (numbers as slots, blank runs collapsed)."""
-    body = pl.col("text").str.replace_all(_ANSI, "").str.replace(_PREFIX, "")
+    body = (
+        pl.col("text")
+        .str.replace_all(_ANSI, "")
+        .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
+        .str.replace(_PREFIX, "")
+        .str.replace_all(_MASKED_TAG, "[${1}]")
+    )
     tpl = pl.col("body").str.replace_all(NUM, SLOT).str.replace_all(r"[ ]{2,}", "  ")
     # LION's `| E5 iter[ 14/ 15] |`: an epoch glued to its `E` would make one template per
     # epoch; the templates share a `E#` (the number stays out of the slots: NUM skips it)
