@@ -192,6 +192,8 @@ class _Chain:
     hi: int | None
     notes: list[str] = field(default_factory=list)
     spacing: int = 1  # median steps between its logged points (its log interval)
+    # the steps it logged, NaN included, as a note quotes them (lo..hi count finite values)
+    shown: tuple[int, int] | None = None
 
 
 # (first step, last step, median steps between logged points) of a source
@@ -232,6 +234,31 @@ def _step_range(result: ReadResult) -> tuple[int, int, int] | None:
     return int(both[0]), int(both[-1]), max(1, int(spacing or 1))  # type: ignore[arg-type]
 
 
+def _logged_range(src: Source) -> tuple[int, int] | None:
+    """First and last step where the source's loss (else any metric) has a value, NaN
+    included: the range a note quotes. A resumed run that diverged logged NaN to its end
+    (Lightning's version_2 at 304-599, NaN from 504), which `_step_range` leaves out. None
+    when the source was not read here."""
+    if src.result is None:
+        return None
+    table = alias_table()
+    series = [(b, i) for b in src.result.blocks for i in range(len(b.names))]
+    picked = [(b, i) for b, i in series if table.canonical(b.names[i]) == "loss"] or series
+    steps = [
+        block.polars().filter(pl.col(value_column(i)).is_not_null())["step"] for block, i in picked
+    ]
+    both = pl.concat([s for s in steps if len(s)]) if any(len(s) for s in steps) else None
+    if both is None:
+        return None
+    return int(both.min()), int(both.max())  # type: ignore[arg-type]
+
+
+def _span(chain: _Chain) -> str:
+    """`lo-hi` of a chain as logged (NaN included), else of its finite values."""
+    lo, hi = chain.shown or (chain.lo, chain.hi)
+    return f"{lo}-{hi}"
+
+
 def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]:
     """Chains of same-format sources that continue each other; formats side by side."""
     by_format: dict[str, list[Source]] = {}
@@ -247,19 +274,23 @@ def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]
         for src, rng in ranged:
             lo, hi, spacing = rng if rng else (None, None, 1)
             target = _continued(chains, lo, hi, spacing)
+            shown = _logged_range(src)
             if target is None:
-                chains.append(_Chain([src], lo, hi, spacing=spacing))
+                chains.append(_Chain([src], lo, hi, spacing=spacing, shown=shown))
                 continue
             before = target.sources[-1].path
             names = (src.path.name, before.name)
             if names[0] == names[1]:  # version_1/metrics.csv continues version_0/metrics.csv
                 names = (f"{src.path.parent.name}/{names[0]}", f"{before.parent.name}/{names[1]}")
+            resumed = _Chain([src], lo, hi, shown=shown)
             target.notes.append(
                 f"{names[0]} continues {names[1]} from step {lo} "
-                f"(steps {target.lo}-{target.hi} then {lo}-{hi}): read as one resumed run"
+                f"(steps {_span(target)} then {_span(resumed)}): read as one resumed run"
             )
             target.sources.append(src)
             target.hi, target.spacing = hi, max(target.spacing, spacing)
+            if target.shown and shown:
+                target.shown = (target.shown[0], max(target.shown[1], shown[1]))
         chains_per_format[fmt] = chains
     # Another writer of the same run logs the same steps: a chain of another format joins
     # the chain of the main format whose steps it overlaps, in the same run folder;

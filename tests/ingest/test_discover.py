@@ -97,6 +97,28 @@ def test_lightning_resume_with_a_new_log_interval_is_one_run(tmp_path: Path, tmp
     assert "version_1/metrics.csv continues version_0/metrics.csv from step 932" in note
 
 
+def test_resume_note_quotes_the_steps_logged_up_to_the_nan_end(
+    tmp_path: Path, tmp_db: Path
+) -> None:
+    """A resumed run that diverged logs NaN to its end: the note quotes the steps the file
+    holds (before: "then 304-499" for a version_2 that runs to 599, NaN from 504)."""
+    pytest.importorskip("lightning")
+    from lightning.pytorch.loggers import CSVLogger
+
+    run = tmp_path / "run"
+    _csv_logger_version(run, 0, range(4, 350, 5), 3.0)
+    logger = CSVLogger(save_dir=str(run), name="lightning_logs", version=2)
+    for s in range(304, 600, 5):
+        logger.log_metrics({"train_loss": 2.9 if s < 504 else float("nan")}, step=s)
+    logger.finalize("success")
+    with open_store(tmp_db) as store:
+        (summary,) = ingest(store, [run])
+        loss = store.metrics_long(summary.run, ["loss"])
+    note = " ".join(summary.notes)
+    assert "continues version_0/metrics.csv from step 304 (steps 4-349 then 304-599)" in note
+    assert loss["step"].max() == 599 and loss["value"].is_nan().sum() == 20
+
+
 def test_a_second_lightning_version_from_scratch_stays_a_run_of_its_own(
     tmp_path: Path, tmp_db: Path
 ) -> None:
