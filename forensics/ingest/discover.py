@@ -29,6 +29,7 @@ the ingest stores that instead of reading the file a second time.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from collections.abc import Callable
@@ -306,11 +307,70 @@ def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]
                 (c for c in main if _home(c.sources[0].path) == home and _overlap(c, chain)),
                 None,
             )
+            if target is None:
+                target = next((c for c in main if _twin_logger(c, chain)), None)
+                if target is not None:
+                    target.notes.append(_twin_note(target, chain))
             if target is not None:
                 target.sources += chain.sources
+                target.notes += chain.notes  # its own resume, if any
             else:
                 out.append(chain)
     return out
+
+
+_MIN_SHARED = 3  # loss points two writers must share, all equal, to be one fit's two copies
+
+
+def _twin_logger(main: _Chain, other: _Chain) -> bool:
+    """Another writer's copy of the same fit in a sibling folder: Lightning gives each of
+    `logger=[CSVLogger(root), TensorBoardLogger(root)]` a version folder of its own
+    (`version_0/metrics.csv`, `version_1/events...`). Their loss values are equal (to an
+    event file's float32) at every shared step; another fit in the same root logs other
+    values, so it stays a run of its own."""
+    if _home(main.sources[0].path).parent != _home(other.sources[0].path).parent:
+        return False
+    if not _overlap(main, other):
+        return False
+    mine, theirs = _loss_points(main), _loss_points(other)
+    shared = set(mine) & set(theirs)
+    if len(shared) < _MIN_SHARED:
+        return False
+    return all(_same_value(mine[s], theirs[s]) for s in shared)
+
+
+def _same_value(a: float, b: float) -> bool:
+    """Equal as logged: both NaN, or equal to float32 precision (an event file's copy)."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+
+def _loss_points(chain: _Chain) -> dict[int, float]:
+    """{step: loss} of a chain's sources as discovery read them (later sources win)."""
+    table = alias_table()
+    out: dict[int, float] = {}
+    for src in chain.sources:
+        if src.result is None:
+            continue
+        for block in src.result.blocks:
+            for i, name in enumerate(block.names):
+                if table.canonical(name) != "loss":
+                    continue
+                frame = block.polars().select("step", pl.col(value_column(i)).alias("v"))
+                out.update(frame.filter(pl.col("v").is_not_null()).iter_rows())
+    return out
+
+
+def _twin_note(main: _Chain, other: _Chain) -> str:
+    """Why two writers' folders are one run."""
+    first, theirs = main.sources[0].path, other.sources[0].path
+    return (
+        f"{theirs.parent.name}/{theirs.name} logs the same loss at the same steps as "
+        f"{first.parent.name}/{first.name} (another logger of the same fit, as Lightning "
+        "writes a CSVLogger and a TensorBoardLogger to sibling version folders): read as "
+        "one run"
+    )
 
 
 def _overlap(a: _Chain, b: _Chain) -> bool:

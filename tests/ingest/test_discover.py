@@ -119,6 +119,48 @@ def test_resume_note_quotes_the_steps_logged_up_to_the_nan_end(
     assert loss["step"].max() == 599 and loss["value"].is_nan().sum() == 20
 
 
+def _tb_logger_version(root: Path, version: int, steps: range, loss: float) -> None:
+    """One Lightning TensorBoardLogger version folder (the real logger), logging what
+    `_csv_logger_version` logs: as `logger=[CSVLogger(root), TensorBoardLogger(root)]` write
+    one fit to two sibling version folders."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    logger = TensorBoardLogger(save_dir=str(root), name="lightning_logs", version=version)
+    for s in steps:
+        logger.log_metrics({"train_loss": loss - s / 4000 + (s % 7) / 100}, step=s)
+    logger.finalize("success")
+
+
+def test_a_fit_logged_to_csv_and_tensorboard_folders_is_one_run(
+    tmp_path: Path, tmp_db: Path
+) -> None:
+    """Before: `version_0` (CSV) and `version_1` (TB) were two runs with the same incident,
+    and the folder index called it a spike recurring across runs."""
+    pytest.importorskip("lightning")
+    run = tmp_path / "run"
+    _csv_logger_version(run, 0, range(4, 600, 5), 3.0)
+    _tb_logger_version(run, 1, range(4, 600, 5), 3.0)
+    with open_store(tmp_db) as store:
+        (summary,) = ingest(store, [run])
+        loss = store.metrics_long(summary.run, ["loss"])
+    assert summary.run == "run" and len(summary.sources) >= 2
+    assert loss.height == 120 and loss["step"].is_unique().all()
+    assert "logs the same loss at the same steps as version_0/metrics.csv" in " ".join(
+        summary.notes
+    )
+
+
+def test_another_fit_in_a_sibling_tensorboard_folder_stays_a_run(
+    tmp_path: Path, tmp_db: Path
+) -> None:
+    """Same steps, other values: a second experiment in the same lightning_logs/."""
+    pytest.importorskip("lightning")
+    run = tmp_path / "run"
+    _csv_logger_version(run, 0, range(4, 600, 5), 3.0)
+    _tb_logger_version(run, 1, range(4, 600, 5), 4.0)
+    assert len(_runs(tmp_db, run)) == 2
+
+
 def test_a_second_lightning_version_from_scratch_stays_a_run_of_its_own(
     tmp_path: Path, tmp_db: Path
 ) -> None:
