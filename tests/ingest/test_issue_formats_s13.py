@@ -176,3 +176,58 @@ def test_an_eval_tag_keeps_its_loss_out_of_the_training_loss(tmp_path: Path) -> 
     _, m, _ = _stored(tmp_path, "\n".join(lines) + "\n")
     assert m["loss"] == {100: 3.10, 200: 2.90, 300: 2.80}
     assert m["val_loss"] == {100: 3.60, 200: 3.40}
+
+
+# ----- MXNet Speedometer (apache/mxnet#6175) ----------------------------------------------------
+# `Epoch[E] Batch [i]` counts batches within the epoch (one line every 1000 batches here);
+# `Epoch[E] Train-CrossEntropy=` closes the epoch with its mean.
+_MXNET = [
+    "[15:02:18] src/operator/tensor/./matrix_op-inl.h:144: Using target_shape will be deprecated.",  # noqa: E501
+    "[15:02:18] src/operator/tensor/./matrix_op-inl.h:144: Using target_shape will be deprecated.",  # noqa: E501
+    "2017-05-09 15:07:21,268 Epoch[0] Batch [1000]\tSpeed: 133.53 samples/sec\tTrain-CrossEntropy=22.763932",  # noqa: E501
+    "2017-05-09 15:07:21,269 Epoch[0] Batch [1000]\tSpeed: 133.53 samples/sec\tTrain-Acc_exclude_padding=0.001401",  # noqa: E501
+    "2017-05-09 15:08:50,952 Epoch[0] Train-CrossEntropy=23.025851",  # noqa: E501
+    "2017-05-09 15:08:50,952 Epoch[0] Train-Acc_exclude_padding=0.000000",  # noqa: E501
+    "2017-05-09 15:08:50,952 Epoch[0] Time cost=389.625",  # noqa: E501
+    "2017-05-09 15:09:10,193 Epoch[0] Dev-CrossEntropy=23.025851",  # noqa: E501
+    "2017-05-09 15:09:10,193 Epoch[0] Dev-Acc_exclude_padding=0.000000",  # noqa: E501
+    '2017-05-09 15:09:10,687 Saved checkpoint to "/home/user/tools/kaldi/egs/timit/s5/checkpoints/exp_mxnet/timit-0001.params"',  # noqa: E501
+    "2017-05-09 15:13:50,847 Epoch[1] Batch [1000]\tSpeed: 142.84 samples/sec\tTrain-CrossEntropy=23.025851",  # noqa: E501
+    "2017-05-09 15:13:50,847 Epoch[1] Batch [1000]\tSpeed: 142.84 samples/sec\tTrain-Acc_exclude_padding=0.000000",  # noqa: E501
+    "2017-05-09 15:15:19,026 Epoch[1] Train-CrossEntropy=23.025851",  # noqa: E501
+    "2017-05-09 15:15:19,026 Epoch[1] Train-Acc_exclude_padding=0.000000",  # noqa: E501
+    "2017-05-09 15:15:19,026 Epoch[1] Time cost=368.338",  # noqa: E501
+    "2017-05-09 15:15:38,196 Epoch[1] Dev-CrossEntropy=23.025851",  # noqa: E501
+    "2017-05-09 15:15:38,196 Epoch[1] Dev-Acc_exclude_padding=0.000000",  # noqa: E501
+]
+
+
+def test_mxnet_speedometer_counts_batches_over_epochs(tmp_path: Path) -> None:
+    # before: "the log prints no step counter": the records were numbered 1, 2, ... and the
+    # `Epoch[N]` counter was not read (the epoch's closing mean was dropped as a repeat)
+    more = [
+        f"2017-05-09 15:2{e}:18,962 Epoch[{e}] Batch [1000]\tSpeed: 140.30 samples/sec"
+        f"\tTrain-CrossEntropy={'nan' if e == 3 else '23.025851'}"
+        for e in (2, 3)
+    ]
+    fmt, m, w = _stored(tmp_path, "\n".join(_MXNET + more) + "\n")
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == [1000, 2000, 3000, 4000]
+    assert m["loss"][1000] == 22.763932 and m["loss"][2000] == 23.025851
+    assert math.isnan(m["loss"][4000])
+    assert m["epoch/train_crossentropy"][1000] == 23.025851  # the epoch's mean, kept apart
+    assert any("steps are counted over epochs, 1000 per epoch" in x for x in w)
+
+
+def test_mxnet_speedometer_with_several_batches_per_epoch(tmp_path: Path) -> None:
+    """The usual Speedometer output: a line every 50 batches, the counter restarting at
+    every epoch."""
+    lines = [
+        f"INFO:root:Epoch[{e}] Batch [{b}]\tSpeed: 1000.5 samples/sec\taccuracy=0.5"
+        f"\tcross-entropy={3 - e - b / 1000:.3f}"
+        for e in range(3)
+        for b in (50, 100, 150)
+    ]
+    _, m, _ = _stored(tmp_path, "\n".join(lines) + "\n")
+    assert sorted(m["loss"]) == [50, 100, 150, 200, 250, 300, 350, 400, 450]
+    assert m["loss"][200] == 1.95

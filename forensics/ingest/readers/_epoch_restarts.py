@@ -130,7 +130,9 @@ def _offsets(
     new_epoch = d_epoch > 0
     if np.any(d_epoch < 0) or not new_epoch.any():
         return None
-    if np.any(d_step[new_epoch] >= 0) or np.any(d_step[~new_epoch] < 0):
+    # a new epoch's counter starts again: below the last one's, or equal to it where the log
+    # prints one line per epoch (MXNet's Speedometer every 1000 batches: `Batch [1000]`)
+    if np.any(d_step[new_epoch] > 0) or np.any(d_step[~new_epoch] < 0):
         return None  # not restarting at every new epoch, or going back inside one
     ends = np.flatnonzero(new_epoch)  # the last line of every full epoch
     within = d_step[~new_epoch]

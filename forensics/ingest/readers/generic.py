@@ -192,7 +192,7 @@ _KEY = re.compile(r"[A-Za-z%][\w .%/()@\-]*\Z")
 # Also a counter in brackets after its key and a blank (mmcv `Iter [10100/316440]`, mmengine
 # `Iter(train) [ 510/2046]`).
 _OPEN_VALUE = re.compile(
-    r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=['\"]:\s)['\"]|(?<=['\"]:)['\"]|(?<==)['\"]"
+    r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=[Ee]poch)\[|(?<=['\"]:\s)['\"]|(?<=['\"]:)['\"]|(?<==)['\"]"
     r"|(?<=[=:])\s*tensor\()\s*\Z"  # `eval_ppl=tensor(nan, device='cuda:0')` (llama-recipes)
 )
 # A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
@@ -487,6 +487,11 @@ def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]
     for i in range(n):  # fairseq-lua `| epoch 000 | 0001000 updates |`: the key after
         after = lits[i + 1].strip(" |").lower()
         if not lowered[i] and i not in skip and after.split(" ")[0] in _COUNT_AFTER:
+            tpl.step_slot, tpl.keyed = i, True
+            return
+    for i in range(n):  # MXNet's Speedometer `Epoch[0] Batch [1000]`: the batch in the epoch
+        bracketed = lits[i].rstrip().endswith("[") and lits[i + 1].startswith("]")
+        if lowered[i] == "batch" and bracketed and i not in skip:
             tpl.step_slot, tpl.keyed = i, True
             return
     for i in range(n - 1):
