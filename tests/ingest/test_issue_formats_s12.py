@@ -218,6 +218,17 @@ def test_llama_recipes_epoch_summary_is_kept_at_the_epochs_last_step(tmp_path: P
     assert any("summarise an epoch" in x for x in w)
 
 
+def test_llama_recipes_indented_eval_line_after_the_eval_bar_is_stored(tmp_path: Path) -> None:
+    # before: ` eval_ppl=tensor(nan, ...) eval_epoch_loss=tensor(nan, ...)` was dropped (an
+    # indented line after other lines read as the wrapped tail of a record): the eval loss's
+    # NaN never reached the store
+    run = _recipes(tmp_path / "recipes")
+    _, m, _ = _stored(tmp_path, (run / "finetune.log").read_text())
+    assert set(m["val_loss"]) == {63, 127, 191, 255}
+    assert m["val_loss"][63] == 0.2806 and m["val_ppl"][63] == 1.3851
+    assert math.isnan(m["val_loss"][255]) and math.isnan(m["val_ppl"][255])
+
+
 def test_a_tensor_print_is_read_as_its_value(tmp_path: Path) -> None:
     text = "".join(
         f"step {s} | loss {2.0 - 0.01 * s:.3f}\n eval_ppl=tensor({7.5 - 0.1 * s:.4f}, "

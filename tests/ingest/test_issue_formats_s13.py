@@ -231,3 +231,26 @@ def test_mxnet_speedometer_with_several_batches_per_epoch(tmp_path: Path) -> Non
     _, m, _ = _stored(tmp_path, "\n".join(lines) + "\n")
     assert sorted(m["loss"]) == [50, 100, 150, 200, 250, 300, 350, 400, 450]
     assert m["loss"][200] == 1.95
+
+
+# ----- OpenNMT-py validation lines (OpenNMT/OpenNMT-py#1072) ------------------------------------
+_ONMT = [
+    "[2018-11-26 14:13:56,049 INFO] Step 4850/50000; acc:  50.68; ppl:  8.44; xent: 2.13; lr: 0.00060; 1809/2279 tok/s;  18139 sec",  # noqa: E501
+    "[2018-11-26 14:16:58,654 INFO] Step 4900/50000; acc:  51.45; ppl:  8.06; xent: 2.09; lr: 0.00060; 1045/2263 tok/s;  18326 sec",  # noqa: E501
+    "[2018-11-26 14:20:03,559 INFO] Step 4950/50000; acc:  51.79; ppl:  8.62; xent: 2.15; lr: 0.00061; 1011/1981 tok/s;  18513 sec",  # noqa: E501
+    "[2018-11-26 14:23:02,176 INFO] Step 5000/50000; acc:  52.21; ppl:  8.26; xent: 2.11; lr: 0.00062; 1170/1902 tok/s;  18700 sec",  # noqa: E501
+    "[2018-11-26 14:23:02,701 INFO] Validation perplexity: 9.1289",  # noqa: E501
+    "[2018-11-26 14:23:02,769 INFO] Validation accuracy: 51.2066",  # noqa: E501
+    "[2018-11-26 14:23:02,143 INFO] Saving checkpoint ./disc_data/model_step_5000.pt",  # noqa: E501
+    "[2018-11-26 14:26:08,820 INFO] Step 5050/50000; acc:  51.80; ppl:  8.23; xent: 2.11; lr: 0.00062; 1241/1911 tok/s;  18887 sec",  # noqa: E501
+]
+
+
+def test_opennmt_validation_lines_belong_to_the_step_before(tmp_path: Path) -> None:
+    # before: `Validation perplexity: 9.1289` and `Validation accuracy:` were ignored (no
+    # step and metric found)
+    fmt, m, _ = _stored(tmp_path, "\n".join(_ONMT) + "\n")
+    assert fmt == "generic_text"
+    assert m["val_ppl"] == {5000: 9.1289}
+    assert m["validation_accuracy"] == {5000: 51.2066}
+    assert m["loss"][5000] == 2.11 and sorted(m["loss"]) == [4850, 4900, 4950, 5000, 5050]

@@ -440,10 +440,19 @@ def infer(text: str, count: int) -> Template:
         keys = list(tpl.names.values())
         indented = lits[0][:1] in (" ", "\t") and len(keys) <= 3
         lossy = any(map(_is_loss, keys)) or any(_EPOCH_LOSS.match(k) for k in keys)
-        tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and lossy)
+        tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and lossy) or _evaluation(keys)
     if _EVAL_LOOP.search(lits[0]):
         _evaluation_loop(tpl)
     return tpl
+
+
+def _evaluation(keys: list[str]) -> bool:
+    """A step-less line of an evaluation's few results (OpenNMT's `Validation perplexity:
+    9.1289`, llama-recipes' ` eval_ppl=tensor(nan, ...) eval_epoch_loss=tensor(nan, ...)`):
+    every key names the evaluation and one a result (not Lightning's `Validation sanity
+    check: 0it`), so it belongs to the training step before it."""
+    result = any(re.search(r"(?i)loss|ppl|perplexity|acc", k) for k in keys)
+    return 0 < len(keys) <= 3 and result and all(_eval_key(k) for k in keys)
 
 
 def _evaluation_loop(tpl: Template) -> None:
@@ -1115,7 +1124,8 @@ def extract(
     # records whose step slot is not an integer (a decimal where a step was): not records
     bad_step = hit.filter(~pl.col("cont") & pl.col("step").is_null())
     hit = hit.filter(pl.col("cont") | pl.col("step").is_not_null())
-    hit = _attach_continuations(hit, lines)
+    evaluations = [k for k, t in found.items() if t.cont and _evaluation(list(t.names.values()))]
+    hit = _attach_continuations(hit, lines, evaluations)
     stamped = (
         with_time
         and hit.height
@@ -1498,11 +1508,16 @@ def _epoch_headers(
     return heads
 
 
-def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFrame:
+def _attach_continuations(
+    hit: pl.DataFrame, lines: pl.DataFrame, evaluations: list[str] | None = None
+) -> pl.DataFrame:
     """Continuation lines take the step of the nearest record line before them, when
     nothing but other continuation lines sits between them; an unindented loss line
     (llm.c's `val loss`) before the first record takes the step before the first one, an
-    indented one there belongs to no record of the file and is dropped."""
+    indented one there belongs to no record of the file and is dropped. An indented line of
+    an evaluation's results (`evaluations`: templates; llama-recipes prints its eval loss
+    as ` eval_ppl=... eval_epoch_loss=...` after its memory report and eval bar) is no
+    wrapped tail of a record: it takes the step before it like an unindented one."""
     cont = hit.filter(pl.col("cont"))
     recs = hit.filter(~pl.col("cont"))
     if cont.height == 0:
@@ -1526,7 +1541,9 @@ def _attach_continuations(hit: pl.DataFrame, lines: pl.DataFrame) -> pl.DataFram
     )
     steps = recs["step"].drop_nulls()
     first_step = int(steps.min()) if len(steps) else None  # type: ignore[arg-type]
-    indented = pl.col("body").str.contains(r"^[ \t]") | pl.col("text").str.contains(r"^[ \t]")
+    indented = (
+        pl.col("body").str.contains(r"^[ \t]") | pl.col("text").str.contains(r"^[ \t]")
+    ) & ~pl.col("tpl").is_in(evaluations or [])
     step = (
         pl.when(pl.col("rec_line").is_null())
         .then(pl.lit(max(first_step - 1, 0) if first_step is not None else None))
