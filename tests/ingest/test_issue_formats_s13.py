@@ -254,3 +254,18 @@ def test_opennmt_validation_lines_belong_to_the_step_before(tmp_path: Path) -> N
     assert m["val_ppl"] == {5000: 9.1289}
     assert m["validation_accuracy"] == {5000: 51.2066}
     assert m["loss"][5000] == 2.11 and sorted(m["loss"]) == [4850, 4900, 4950, 5000, 5050]
+
+
+def test_a_printed_dict_with_its_step_key_last_is_a_record(tmp_path: Path) -> None:
+    """A dict has no order that makes a late `'step'` a setting (the probe's variant of the
+    TRL dict: with four keys before `'step'` it was "format not recognised")."""
+    lines = [
+        f"{{'loss': {2.0 - s / 100}, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': "
+        f"{s / 100}, 'step': {s}}}"
+        for s in range(10, 60, 10)
+    ]
+    lines[3] = lines[3].replace("'loss': 1.6", "'loss': nan")
+    fmt, m, _ = _stored(tmp_path, "\n".join(lines) + "\n")
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == [10, 20, 30, 40, 50] and math.isnan(m["loss"][40])
+    assert m["lr"][50] == 1e-05 and "step" not in m

@@ -320,6 +320,13 @@ def _tagged(lit: str) -> bool:
     return _TAG_KEY.search(_key_body(lit)) is not None
 
 
+def _quoted_key(lit: str) -> bool:
+    """The slot's key is a printed dict's (`..., 'epoch': 0.1, 'step': 10}`): a key
+    wherever it stands in the dict, as a dict has no order that would make a late `step` a
+    setting (a config dump is printed once; a record's dict on many lines)."""
+    return re.search(r"""['"][\w/ .-]+['"]:\s*['"]?\Z""", lit) is not None
+
+
 def _key_after(lit: str) -> str:
     """The unit or name after a slot (`4230.95 ms`, `31.9% bf16 MFU`, `123917 tok/s`)."""
     return _clean_key(_FIELD_SEP.split(lit.lstrip())[0]) if lit.strip() else ""
@@ -426,6 +433,7 @@ def infer(text: str, count: int) -> Template:
         or tpl.global_count
         or tpl.glued
         or (tpl.step_slot is not None and _tagged(lits[tpl.step_slot]))
+        or (tpl.step_slot is not None and count > 1 and _quoted_key(lits[tpl.step_slot]))
     )
     # verl prints 40 to 100+ `key:value` fields after its leading `step:1 - `: a record
     # that opens with its named step is no config dump, however many fields follow
