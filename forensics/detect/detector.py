@@ -3,6 +3,7 @@ features -> cause -> recovery. Pure: RunData in, Detection out (store.py does th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -273,7 +274,7 @@ def _climb_incident(
     )
     inc = Incident(
         id=0, metric=data.loss_name, origin="loss", onset_step=onset, peak_step=peak_step,
-        peaks=peaks, trend=trend, sigma=sigma, shape=shape,
+        peaks=peaks, trend=replace(trend, log=sc.log_space), sigma=sigma, shape=shape,
         pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value, climb=True,
     )  # fmt: skip
     _take_followers(inc, sc, data, incidents, cfg)
@@ -327,7 +328,7 @@ def _new_incident(sc: Screen, ref: Refined, lo: int, data: RunData, cfg: DetectC
         onset_step=onset,
         peak_step=peak_step,
         peaks=[(int(sc.steps[i]), _value(sc, i)) for i in ref.peaks],
-        trend=ref.trend,
+        trend=replace(ref.trend, log=sc.log_space),
         sigma=sigma,
         shape=shape,
         pre_value=ref.trend.value_at(onset, sc.log_space),
@@ -377,6 +378,7 @@ def event_incident(c: ev.Cluster, sc: Screen, data: RunData, cfg: DetectConfig) 
     best = sc.best_before(c.first)
     shape = type_shape(data.loss, trend, c.last, sigma, data.interval, cfg, sc.log_space, best)
     kinds = {e.kind for e in c.events}
+    trend = replace(trend, log=sc.log_space)
     inc = Incident(0, data.loss_name, "events", c.first, peak, [], trend, sigma, shape)
     if "nonfinite_loss" in kinds:
         inc.pre_value = trend.value_at(c.first, sc.log_space)

@@ -228,8 +228,9 @@ def _loss_shape(
         "echo_count": float(len(peaks) - 1),
         "first_echo_gap": float(peaks[1] - peaks[0]) if len(peaks) > 1 else None,
         "echo_fade": _echo_fade(inc),
-        "peak_vs_initial": _ratio(inc.peak_value, ctx.initial_loss),
-        "peak_vs_uniform": _ratio(inc.peak_value, ctx.uniform_loss),
+        # a ratio to a level means something only for a positive loss (a cross-entropy)
+        "peak_vs_initial": _ratio(inc.peak_value, ctx.initial_loss) if ctx.log_space else None,
+        "peak_vs_uniform": _ratio(inc.peak_value, ctx.uniform_loss) if ctx.log_space else None,
         "uniform_loss": ctx.uniform_loss,
         "uniform_source": ctx.uniform_source,
         "settle_excess": inc.shape.settle_excess,
@@ -279,8 +280,8 @@ def _random_level(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None
 def _rise(inc: Incident, log_space: bool) -> float | None:
     """The trend is read in the screen's own space (pre_value is): a log-space reading of a
     linear trend would be exp(loss)."""
-    if inc.peak_value is None or inc.pre_value is None:
-        return None
+    if inc.peak_value is None or inc.pre_value is None or not log_space:
+        return None  # a rise as a share of the trend needs a positive loss
     if not np.isfinite(inc.peak_value):
         return float("inf")
     r = _ratio(inc.peak_value, inc.trend.value_at(inc.peak_step, log_space))
@@ -302,7 +303,7 @@ def _dip_and_jump(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, 
     ]
     back = after[0] if after else None
     if back is not None and np.isfinite(back):
-        out["next_excess"] = float(np.expm1(back))
+        out["next_excess"] = float(np.expm1(back)) if inc.trend.log else None
         if peak_r and np.isfinite(peak_r):
             out["peak_drop"] = float(np.clip(1 - back / peak_r, 0, 1))
     heal = _heal_share(after, peak_r)
@@ -340,11 +341,13 @@ def _pre_dip(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Featu
     lo = max(0, i_on - cfg.dip_lookback_points)
     hi = max(i_on, int(np.searchsorted(st, inc.peak_step)))
     pre_st, pre_v = st[lo:hi], v[lo:hi]
-    ok = np.isfinite(pre_v) & (pre_v > 0)
-    if not ok.any():
+    res = [inc.trend.resid(float(t), float(x)) for t, x in zip(pre_st, pre_v, strict=True)]
+    resid = np.array([r for r in res if r is not None and np.isfinite(r)])
+    if not len(resid):
         return {}
-    resid = np.log(pre_v[ok]) - inc.trend.at(pre_st[ok])
-    return {"pre_dip": float(np.expm1(resid.min())), "pre_dip_z": float(resid.min() / inc.sigma)}
+    # a share below the trend only means something for a positive loss (log space)
+    dip = float(np.expm1(resid.min())) if inc.trend.log else None
+    return {"pre_dip": dip, "pre_dip_z": float(resid.min() / inc.sigma)}
 
 
 PLATEAU_HIGH, PLATEAU_LOW = 0.85, 0.25  # shares of the peak's rise (log) for _plateau
@@ -372,9 +375,10 @@ def _plateau(inc: Incident, data: RunData) -> dict[str, FeatureValue]:
     i1 = int(np.searchsorted(st, inc.span_end, side="right"))
     idx = np.arange(max(0, i0 - 3), min(len(st), i1 + 1))
     x = v[idx]
-    if not len(x) or not np.all(np.isfinite(x) & (x > 0)):
+    if not len(x) or not np.all(np.isfinite(x) & ((x > 0) | (not inc.trend.log))):
         return {}
-    r = (np.log(x) - inc.trend.at(st[idx])) / peak_r
+    r = np.array([_log_resid(inc, int(t), float(y)) for t, y in zip(st[idx], x, strict=True)])
+    r = r / peak_r
     high = r >= PLATEAU_HIGH
     f = int(np.argmax(high))
     k = int(np.argmin(high[f:])) if not high[f:].all() else len(high) - f
@@ -397,18 +401,18 @@ def top_step(inc: Incident, data: RunData) -> int:
     """First step from the onset where the loss reaches 80% of the incident's rise (in log):
     the peak as a user reads it, steadier than the argmax of a broad, noisy top."""
     st, v = data.loss.window_steps(inc.onset_step, inc.peak_step)
-    ok = np.isfinite(v) & (v > 0)
+    ok = np.isfinite(v) & ((v > 0) | (not inc.trend.log))
     peak_r = _log_resid(inc, inc.peak_step, inc.peak_value)
     if not ok.any() or peak_r is None or not np.isfinite(peak_r):
         return inc.peak_step
-    r = np.log(v[ok]) - inc.trend.at(st[ok])
+    r = np.array([_log_resid(inc, int(t), float(y)) for t, y in zip(st[ok], v[ok], strict=True)])
     return int(st[ok][int(np.argmax(r >= 0.8 * peak_r))])
 
 
 def _log_resid(inc: Incident, step: int, value: float | None) -> float | None:
-    if value is None or not np.isfinite(value) or value <= 0:
-        return None if value is None or np.isfinite(value) else float("inf")
-    return float(np.log(value) - inc.trend.at(step))
+    """A value's height over the incident's trend in the screen's space (log loss; the loss
+    as logged when some value is <= 0)."""
+    return None if value is None else inc.trend.resid(step, value)
 
 
 def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:

@@ -113,7 +113,7 @@ def flat_at(trend: Trend, step: int) -> Trend:
     fit's slope on the initial descent, extrapolated, would have the loss keep falling
     steeply, so every later point would read as still elevated (the spike would never
     recover and would swallow whatever comes after it)."""
-    return Trend(float(trend.at(step)), 0.0, float(step), trend.n_points)
+    return Trend(float(trend.at(step)), 0.0, float(step), trend.n_points, trend.log)
 
 
 def sub_peaks(sc: Screen, lo: int, hi: int, trend: Trend, rise_min: float) -> list[int]:

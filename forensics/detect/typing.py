@@ -48,9 +48,20 @@ class Trend:
     slope: float
     ref_step: float
     n_points: int
+    # the screen's space: log loss, or the loss as logged when some value is <= 0
+    log: bool = True
 
     def at(self, steps: np.ndarray | float) -> np.ndarray:
         return self.level + self.slope * (np.log1p(steps) - np.log1p(self.ref_step))
+
+    def resid(self, step: float, value: float) -> float | None:
+        """How far a logged value sits above the trend, in the trend's space (None for a
+        value <= 0 in log space; inf for a non-finite value)."""
+        if not np.isfinite(value):
+            return float("inf")
+        if self.log:
+            return float(np.log(value) - self.at(step)) if value > 0 else None
+        return float(value - self.at(step))
 
     def value_at(self, step: float, log_space: bool = True) -> float:
         x = float(self.at(step))
@@ -103,7 +114,7 @@ def _anchored(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectConfig) -
     climb = float(np.median(xs[-h:]) - np.median(xs[-k:-h]))
     if m <= 3 * se / np.sqrt(k) or climb > 3 * se * np.sqrt(2 / h):
         return trend
-    return Trend(trend.level + m, trend.slope, trend.ref_step, trend.n_points)
+    return Trend(trend.level + m, trend.slope, trend.ref_step, trend.n_points, trend.log)
 
 
 def _two_halves(st: np.ndarray, xs: np.ndarray) -> Trend:

@@ -171,12 +171,23 @@ def cell(value: Any) -> str:
 
 
 def ratio(value: Any, reference: Any) -> str:
-    """`value / reference` as "×2.21"; n/a when either is missing, non-finite or zero."""
+    """`value / reference` as "×2.21"; n/a when either is missing, non-finite or zero. A
+    loss that is not positive (an RL policy loss near 0) has no meaningful ratio: the
+    change is given instead ("+3.43")."""
     ok = all(isinstance(x, int | float) and math.isfinite(x) for x in (value, reference))
     if not ok or reference == 0:
         return MISSING
+    if value <= 0 or reference <= 0:
+        return f"{value - reference:+.3g}"
     r = value / reference
     return f"×{r:,.0f}" if abs(r) >= 1000 else f"×{r:.3g}"
+
+
+def change(value: Any, reference: Any) -> str:
+    """`value - reference` as "+3.43": the size of a move of a loss that is not positive
+    everywhere (an RL policy loss around 0), where a ratio says nothing."""
+    ok = all(isinstance(x, int | float) and math.isfinite(x) for x in (value, reference))
+    return f"{value - reference:+.3g}" if ok else MISSING
 
 
 def plural(n: Any, word: str, many: str | None = None) -> str:
@@ -210,6 +221,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "utc": utc,
     "cell": cell,
     "ratio": ratio,
+    "change": change,
     "plural": plural,
     "sentence": sentence,
 }

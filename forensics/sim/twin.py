@@ -107,7 +107,7 @@ def twin_curve(twin: list[dict[str, Any]], cfg: DetectConfig) -> TwinCurve:
     steps = np.array([r["step"] for r in twin], dtype=float)
     x = np.log(np.array([r["loss"] for r in twin], dtype=float))
     smooth = forward_median(x, cfg.smooth_points)
-    return TwinCurve(float(smooth[0]), 0.0, float(steps[0]), len(x), steps, smooth)
+    return TwinCurve(float(smooth[0]), 0.0, float(steps[0]), len(x), steps=steps, x=smooth)
 
 
 def twin_sigma(twin: list[dict[str, Any]], onset: int, cfg: DetectConfig) -> float:
