@@ -150,25 +150,24 @@ def test_a_fit_logged_to_csv_and_tensorboard_folders_is_one_run(
     )
 
 
-def test_another_fit_in_a_sibling_tensorboard_folder_stays_a_run(
-    tmp_path: Path, tmp_db: Path
+@pytest.mark.parametrize(
+    ("second", "steps"),
+    [
+        # same steps, other values: a second experiment's TensorBoardLogger folder
+        ("tensorboard", range(4, 600, 5)),
+        # a new fit() from step 0: another experiment's CSVLogger folder
+        ("csv", range(2, 600, 2)),
+    ],
+)
+def test_another_fit_in_a_sibling_lightning_version_stays_a_run_of_its_own(
+    tmp_path: Path, tmp_db: Path, second: str, steps: range
 ) -> None:
-    """Same steps, other values: a second experiment in the same lightning_logs/."""
     pytest.importorskip("lightning")
     run = tmp_path / "run"
-    _csv_logger_version(run, 0, range(4, 600, 5), 3.0)
-    _tb_logger_version(run, 1, range(4, 600, 5), 4.0)
-    assert len(_runs(tmp_db, run)) == 2
-
-
-def test_a_second_lightning_version_from_scratch_stays_a_run_of_its_own(
-    tmp_path: Path, tmp_db: Path
-) -> None:
-    """A new fit() from step 0 (another experiment in the same lightning_logs/) is a run."""
-    pytest.importorskip("lightning")
-    run = tmp_path / "run"
-    _csv_logger_version(run, 0, range(10, 931, 10), 3.0)
-    _csv_logger_version(run, 1, range(2, 600, 2), 4.0)
+    first_steps = range(4, 600, 5) if second == "tensorboard" else range(10, 931, 10)
+    _csv_logger_version(run, 0, first_steps, 3.0)
+    write = _tb_logger_version if second == "tensorboard" else _csv_logger_version
+    write(run, 1, steps, 4.0)
     assert len(_runs(tmp_db, run)) == 2
 
 
