@@ -40,7 +40,10 @@ def _grpo_run(folder: Path) -> dict[int, float]:
     return logged
 
 
-def test_a_spike_of_a_policy_loss_around_zero_is_quoted_as_logged(tmp_path: Path) -> None:
+def test_a_spike_of_a_policy_loss_around_zero_is_quoted_as_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORENSICS_CHROMIUM", "off")  # the page is read, not its PNGs
     logged = _grpo_run(tmp_path / "grpo")
     out, db = tmp_path / "out", tmp_path / "f.duckdb"
     opts = AnalyzeOptions(replay=False, min_severity="minor")
