@@ -100,6 +100,9 @@ def block_mad(v: np.ndarray, window: int) -> np.ndarray:
     return np.repeat(trailing.to_numpy().astype(float), b)[:n]
 
 
+CENTRED_POINTS = 21
+
+
 def robust_sigma(x: np.ndarray, resid: np.ndarray, window: int) -> np.ndarray:
     """Point noise scale: the MAD of first differences / sqrt(2), blind to the trend (the
     trailing median lags a falling loss, which inflates a residual-based scale early in
@@ -108,7 +111,9 @@ def robust_sigma(x: np.ndarray, resid: np.ndarray, window: int) -> np.ndarray:
     (a quantised log, a plateau) do not make every wiggle many sigmas."""
     diff = np.concatenate([[np.nan], np.diff(x)])
     sig_d = block_mad(diff, window) * MAD_TO_SIGMA / np.sqrt(2)
-    sig_r = block_mad(resid, window) * MAD_TO_SIGMA
+    # the wander of a smoothed loss around a centred median: the trailing trend's own lag on
+    # a steep descent (a short fine-tune's first hundred steps) is no noise
+    sig_r = block_mad(x - centred_median(x, CENTRED_POINTS), window) * MAD_TO_SIGMA
     sig = np.fmax(sig_d, sig_r / 3)
     finite = sig[np.isfinite(sig)]
     typical = float(np.median(finite)) if len(finite) else _whole_series_sigma(x)
