@@ -3,7 +3,6 @@ features -> cause -> recovery. Pure: RunData in, Detection out (store.py does th
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -263,7 +262,9 @@ def _climb_incident(
     # the flat level of the low; the screen's onset (refined on breakpoints) and its own
     # pre-onset trend when the screen found the climb's start (a spike riding on the climb
     # after its start, or at its top, has its onset there, not the climb's)
-    trend = Trend(float(c.m[c.i_min]), 0.0, float(sc.steps[c.i_min]), c.i_min - c.i0 + 1)
+    trend = Trend(
+        float(c.m[c.i_min]), 0.0, float(sc.steps[c.i_min]), c.i_min - c.i0 + 1, sc.log_space
+    )
     sigma = c.sigma
     if inside and min(i.onset_step for i in inside) <= onset:
         onset = min(i.onset_step for i in inside)
@@ -274,8 +275,8 @@ def _climb_incident(
     )
     inc = Incident(
         id=0, metric=data.loss_name, origin="loss", onset_step=onset, peak_step=peak_step,
-        peaks=peaks, trend=replace(trend, log=sc.log_space), sigma=sigma, shape=shape,
-        pre_value=trend.value_at(onset, sc.log_space), peak_value=peak_value, climb=True,
+        peaks=peaks, trend=trend, sigma=sigma, shape=shape,
+        pre_value=trend.value_at(onset), peak_value=peak_value, climb=True,
     )  # fmt: skip
     _take_followers(inc, sc, data, incidents, cfg)
     return inc
@@ -328,10 +329,10 @@ def _new_incident(sc: Screen, ref: Refined, lo: int, data: RunData, cfg: DetectC
         onset_step=onset,
         peak_step=peak_step,
         peaks=[(int(sc.steps[i]), _value(sc, i)) for i in ref.peaks],
-        trend=replace(ref.trend, log=sc.log_space),
+        trend=ref.trend,
         sigma=sigma,
         shape=shape,
-        pre_value=ref.trend.value_at(onset, sc.log_space),
+        pre_value=ref.trend.value_at(onset),
         peak_value=_value(sc, ref.peak),
         breakpoints=ref.breakpoints,
         settle_step=ref.settle_step,
@@ -373,15 +374,14 @@ def _overlaps(c: ev.Cluster, inc: Incident, gap: float, last_step: int) -> bool:
 def event_incident(c: ev.Cluster, sc: Screen, data: RunData, cfg: DetectConfig) -> Incident:
     """An incident formed by events alone (non-finite values, absurd gradient, scale collapse)."""
     peak = c.peak_step()
-    trend = fit_trend(sc.steps, sc.x, c.first, cfg, _trend_points(sc))
+    trend = fit_trend(sc.steps, sc.x, c.first, cfg, _trend_points(sc), log=sc.log_space)
     sigma = _sigma_at(sc, c.first)
     best = sc.best_before(c.first)
     shape = type_shape(data.loss, trend, c.last, sigma, data.interval, cfg, sc.log_space, best)
     kinds = {e.kind for e in c.events}
-    trend = replace(trend, log=sc.log_space)
     inc = Incident(0, data.loss_name, "events", c.first, peak, [], trend, sigma, shape)
     if "nonfinite_loss" in kinds:
-        inc.pre_value = trend.value_at(c.first, sc.log_space)
+        inc.pre_value = trend.value_at(c.first)
         inc.peak_value = float("nan")
     elif kinds & {"absurd_grad", "nonfinite_grad"} and data.has("grad_norm"):
         g = data.aux["grad_norm"]
@@ -410,8 +410,8 @@ def _mark_nonfinite_peak(inc: Incident, data: RunData) -> None:
             inc.peaks.sort()
 
 
-def _quiet_near_miss(inc: Incident, rise: GradientRise, data: RunData, log_space: bool) -> NearMiss:
-    base = inc.trend.value_at(inc.peak_step, log_space)
+def _quiet_near_miss(inc: Incident, rise: GradientRise, data: RunData) -> NearMiss:
+    base = inc.trend.value_at(inc.peak_step)
     value = float(inc.peak_value or 0.0)
     ratio = value / base if base else float("nan")
     g = data.aux["grad_norm"].at_or_before(inc.peak_step)
@@ -589,7 +589,7 @@ def detect_data(
         inc.evidence += _history_evidence(inc, data, cfg) + _counter_evidence(inc, data)
     tail_evidence(sc, incidents, [i for i in incidents if lone_jump(i, sc, cfg)], data)
     nm = near_misses(data, sc, incidents, burn_step, cfg) if finite >= 3 else []
-    nm += [_quiet_near_miss(i, rise, data, sc.log_space) for i, rise in quiet] + skipped
+    nm += [_quiet_near_miss(i, rise, data) for i, rise in quiet] + skipped
     nm.sort(key=lambda m: m.step)
     det = Detection(data.run_id, incidents, nm, missing, data.last_step, notes, unread=unread)
     det.coverage = _coverage(data, sc, finite, cfg)

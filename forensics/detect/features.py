@@ -222,7 +222,7 @@ def _loss_shape(
     span_end = inc.span_end
     seg = data.loss.window(inc.onset_step, span_end)
     f: dict[str, FeatureValue] = {
-        "rise": _rise(inc, ctx.log_space),
+        "rise": _rise(inc),
         "rise_steps": float(min(peaks, default=inc.peak_step) - inc.onset_step),  # vocab.py
         "n_peaks": float(len(peaks)),
         "echo_count": float(len(peaks) - 1),
@@ -277,14 +277,14 @@ def _random_level(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None
     return float(band and rise >= cfg.random_level_rise)
 
 
-def _rise(inc: Incident, log_space: bool) -> float | None:
+def _rise(inc: Incident) -> float | None:
     """The trend is read in the screen's own space (pre_value is): a log-space reading of a
     linear trend would be exp(loss)."""
-    if inc.peak_value is None or inc.pre_value is None or not log_space:
+    if inc.peak_value is None or inc.pre_value is None or not inc.trend.log:
         return None  # a rise as a share of the trend needs a positive loss
     if not np.isfinite(inc.peak_value):
         return float("inf")
-    r = _ratio(inc.peak_value, inc.trend.value_at(inc.peak_step, log_space))
+    r = _ratio(inc.peak_value, inc.trend.value_at(inc.peak_step))
     return None if r is None else r - 1
 
 

@@ -27,7 +27,7 @@ flattened) is lifted onto them (_anchored).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
@@ -63,9 +63,10 @@ class Trend:
             return float(np.log(value) - self.at(step)) if value > 0 else None
         return float(value - self.at(step))
 
-    def value_at(self, step: float, log_space: bool = True) -> float:
+    def value_at(self, step: float) -> float:
+        """The trend at a step as a loss value (back from log space when it is in it)."""
         x = float(self.at(step))
-        return float(np.exp(x)) if log_space else x
+        return float(np.exp(x)) if self.log else x
 
 
 def fit_trend(
@@ -74,9 +75,22 @@ def fit_trend(
     onset_step: int,
     cfg: DetectConfig,
     usable: np.ndarray | None = None,
+    *,
+    log: bool = True,
 ) -> Trend:
     """Robust local power law on the points before the onset (see module doc). `usable`
-    masks out points that belong to earlier incidents or to start-up, when enough remain."""
+    masks out points that belong to earlier incidents or to start-up, when enough remain;
+    `log`: whether x is log loss (Screen.log_space), kept on the trend."""
+    return replace(_fit(steps, x, onset_step, cfg, usable), log=log)
+
+
+def _fit(
+    steps: np.ndarray,
+    x: np.ndarray,
+    onset_step: int,
+    cfg: DetectConfig,
+    usable: np.ndarray | None,
+) -> Trend:
     span = max(cfg.pre_steps, cfg.pre_fraction * onset_step)
     lo, hi = np.searchsorted(steps, [onset_step - span, onset_step], side="left")
     if hi - lo < 3:

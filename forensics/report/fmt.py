@@ -178,7 +178,7 @@ def ratio(value: Any, reference: Any) -> str:
     if not ok or reference == 0:
         return MISSING
     if value <= 0 or reference <= 0:
-        return f"{value - reference:+.3g}"
+        return change(value, reference)
     r = value / reference
     return f"×{r:,.0f}" if abs(r) >= 1000 else f"×{r:.3g}"
 
