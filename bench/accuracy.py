@@ -52,8 +52,9 @@ from bench import synth_runs_t, synth_runs_v  # noqa: E402
 from bench.synth_runs import CAUSES, SynthRun, logged_rows, make_run, write_run  # noqa: E402
 from forensics.detect import detect, detect_data, load_rules, run_data  # noqa: E402
 from forensics.detect.data import RunData  # noqa: E402
-from forensics.detect.store import clean, incidents_json  # noqa: E402
+from forensics.detect.store import incidents_json  # noqa: E402
 from forensics.ingest import ingest  # noqa: E402
+from forensics.nonfinite import to_json  # noqa: E402
 from forensics.store import open_store  # noqa: E402
 
 DEV_SEEDS = 0
@@ -169,7 +170,7 @@ def _detect_direct(run: SynthRun, rules: list[Any]) -> tuple[list[dict], int]:
 def _rows(det: Any) -> list[dict[str, Any]]:
     """A direct detection's incidents as incidents.json gives them (the fields scored)."""
     return [
-        clean({"id": i.id, "peak_step": i.peak_step, "onset_step": i.onset_step,
+        to_json({"id": i.id, "peak_step": i.peak_step, "onset_step": i.onset_step,
                "end_step": i.end_step, "type": i.type, "cause": i.cause,
                "confidence": i.confidence, "recovery": i.recovery,
                "peaks": [{"step": s, "value": v} for s, v in i.peaks]})

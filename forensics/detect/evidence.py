@@ -37,6 +37,7 @@ from forensics.detect.model import (
     LogNext,
 )
 from forensics.detect.rules import Rule, _plain
+from forensics.nonfinite import TOKENS, spell
 
 _ORDER = {"supported": 0, "not_evaluable": 1, "against": 2}
 
@@ -68,6 +69,8 @@ def weigh(rule: Rule, features: Mapping[str, object], have: set[str]) -> Hypothe
 
 
 def _short(v: object) -> str:
+    if isinstance(v, str) and v in TOKENS:  # a non-finite value, spelled as pages spell it
+        return spell(TOKENS[v])
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 

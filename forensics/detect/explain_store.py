@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from forensics.detect.model import Detection
-from forensics.detect.store import clean
+from forensics.nonfinite import to_json
 from forensics.store import Store
 
 EXPLAIN_TABLES = ("hypotheses", "log_next")
@@ -29,7 +29,7 @@ def write(store: Store, det: Detection) -> None:
             h.rule_id,
             h.reason,
             json.dumps(h.needs),
-            json.dumps(clean([e.as_dict() for e in h.evidence])),
+            json.dumps(to_json([e.as_dict() for e in h.evidence])),
         )
         for inc in det.incidents
         for h in inc.hypotheses

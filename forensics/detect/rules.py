@@ -28,6 +28,7 @@ from forensics.detect.expr import ExprError, Expression, parse
 from forensics.detect.model import CAUSES, RECOVERIES, Evidence, Finding
 from forensics.detect.vocab import EVIDENCE_SOURCES, FEATURES, TYPES
 from forensics.errors import RuleError
+from forensics.nonfinite import token
 from forensics.yamlio import safe_load
 
 KEYS = (
@@ -111,10 +112,7 @@ def _plain(v: Any) -> float | str | None:
     """A JSON-safe evidence value; NaN/±Inf are kept as the strings the replays table uses."""
     if v is None or isinstance(v, str):
         return v
-    f = float(v)
-    if f != f:
-        return "NaN"
-    return f if abs(f) != float("inf") else ("Infinity" if f > 0 else "-Infinity")
+    return token(float(v))
 
 
 # ----- loading ------------------------------------------------------------------------------

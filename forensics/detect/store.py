@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from forensics.detect.data import AUX_METRICS, LOSS_METRICS, RunData, run_data
 from forensics.detect.model import Detection, Incident
 from forensics.detect.recovery import Checkpoint
 from forensics.errors import ForensicsError
+from forensics.nonfinite import to_json
 from forensics.store import Store
 
 
@@ -37,21 +37,8 @@ DETECT_TABLES = (
 DETECTED_KEY = "detected_at:"  # meta key per run: detection ran (even if it found nothing)
 
 
-def clean(v: Any) -> Any:
-    """JSON-safe: NaN/Inf become None, numpy scalars become Python numbers."""
-    if isinstance(v, dict):
-        return {k: clean(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [clean(x) for x in v]
-    if hasattr(v, "item") and not isinstance(v, str):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
 def _dumps(v: Any) -> str:
-    return json.dumps(clean(v))
+    return json.dumps(to_json(v))
 
 
 def detect_frame(store: Store, run_id: str) -> pl.DataFrame:
@@ -337,14 +324,14 @@ def incidents_json(store: Store, run_id: str) -> dict[str, Any]:
         row["id"] = row.pop("incident_id")
         for key in ("peaks", "evidence", "features"):
             row[key] = json.loads(row[key]) if row[key] else ([] if key != "features" else {})
-        out.append({k: clean(row.get(k)) for k in JSON_FIELDS})
+        out.append({k: to_json(row.get(k)) for k in JSON_FIELDS})
     near = store.query(
         "SELECT step, metric, value, baseline, ratio, detail FROM near_misses "
         "WHERE run_id = ? ORDER BY step",
         [run_id],
     )
     cost = store.query("SELECT * EXCLUDE (run_id) FROM run_cost WHERE run_id = ?", [run_id])
-    totals = clean(cost.to_dicts()[0]) if cost.height else None
+    totals = to_json(cost.to_dicts()[0]) if cost.height else None
     rollbacks = store.query(
         "SELECT * EXCLUDE (run_id) FROM rollbacks WHERE run_id = ? "
         "ORDER BY resumed_step, source, attempt",
@@ -354,8 +341,8 @@ def incidents_json(store: Store, run_id: str) -> dict[str, Any]:
         "run": run_id,
         "incidents": out,
         "totals": totals,
-        "near_misses": clean(near.to_dicts()),
-        "rollbacks": clean(rollbacks.to_dicts()),
+        "near_misses": to_json(near.to_dicts()),
+        "rollbacks": to_json(rollbacks.to_dicts()),
     }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from forensics.nonfinite import spell
 from forensics.replay.context import Checkpoint, Incident, RunData
 from forensics.replay.result import ReplayResult
 
@@ -184,9 +185,7 @@ def fmt_steps(steps: list[int]) -> str:
 
 def fmt_num(x: float, digits: int = 4) -> str:
     """A number for a detail sentence, with NaN and Inf spelt as the report spells them."""
-    if math.isnan(x):
-        return "NaN"
-    return f"{x:.{digits}g}" if math.isfinite(x) else ("+Inf" if x > 0 else "-Inf")
+    return f"{x:.{digits}g}" if math.isfinite(x) else spell(x)
 
 
 def offending_step(data: RunData, inc: Incident, trend: float) -> int:

@@ -9,11 +9,11 @@ decided on. `numbers` must survive JSON, so non-finite floats are stored as the 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from forensics.nonfinite import to_json
 from forensics.store.db import Store
 
 CONFIRMED, REFUTED, INCONCLUSIVE, NOT_RUN = "confirmed", "refuted", "inconclusive", "not_run"
@@ -39,25 +39,6 @@ class ReplayResult:
         assert self.verdict in VERDICTS, f"verdict must be one of {VERDICTS}, not {self.verdict}"
 
 
-def jsonable(value: Any) -> Any:
-    """Numbers, lists and dicts with non-finite floats spelled as JSON-safe strings."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, bool) or value is None or isinstance(value, str | int):
-        return value
-    if hasattr(value, "item"):  # numpy / torch scalars
-        value = value.item()
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return value
-    return str(value)
-
-
 def write_results(store: Store, run_id: str, incident_id: int, rows: list[ReplayResult]) -> None:
     """Replace the incident's replay rows with `rows` in one transaction (re-running replaces)."""
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -75,7 +56,7 @@ def write_results(store: Store, run_id: str, incident_id: int, rows: list[Replay
                     r.probe,
                     r.hypothesis,
                     r.verdict,
-                    json.dumps(jsonable(r.numbers)),
+                    json.dumps(to_json(r.numbers)),
                     r.detail,
                     r.device,
                     r.wall_s,

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from forensics.nonfinite import spell
+
 MISSING = "n/a"
 
 
@@ -25,10 +27,8 @@ def num(value: Any, digits: int = 4) -> str:
     if not isinstance(value, int | float):
         return str(value)
     x = float(value)
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "+Inf" if x > 0 else "-Inf"
+    if not math.isfinite(x):
+        return spell(x)
     if isinstance(value, int) or (x.is_integer() and abs(x) < 1e15):
         return f"{int(x):,}" if abs(x) >= 10_000 else str(int(x))
     if abs(x) >= 10_000:

@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from forensics.canon import natural_key
+from forensics.nonfinite import from_json
 from forensics.store import conflicts
 from forensics.store.db import Store
 from forensics.store.schema import INCIDENT_COLUMNS_V3
@@ -25,7 +26,7 @@ def _json(text: Any, default: Any) -> Any:
     if not isinstance(text, str):
         return text
     try:
-        return json.loads(text)
+        return from_json(json.loads(text))
     except ValueError:
         return default
 

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from forensics.nonfinite import spell
 from forensics.replay.plan import BIG, excess, fmt_excess
 from forensics.replay.probes.base import Session
 from forensics.replay.result import (
@@ -175,9 +176,7 @@ def _num(x: float | None) -> str:
     """For the detail sentence: NaN and Inf spelt as the report spells them."""
     if x is None:
         return "n/a"
-    if math.isnan(x):
-        return "NaN"
-    return f"{x:.6g}" if math.isfinite(x) else ("+Inf" if x > 0 else "-Inf")
+    return f"{x:.6g}" if math.isfinite(x) else spell(x)
 
 
 def hardware(s: Session) -> ReplayResult:
