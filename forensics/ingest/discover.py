@@ -11,9 +11,11 @@ their spikes, so discovery decides:
 * Metric sources written by different writers (a text log and a TensorBoard folder, a
   `trainer_state.json` and a JSONL) are one run: the same run logged twice. Sources of the
   *same* format whose step ranges overlap are different runs, unless one clearly continues
-  the other (it starts in the second half of the other's steps, no later than one log
-  interval after the other's last step, and goes further: a resumed run, such as a
-  Lightning `version_1/` after `version_0/`); such a chain is one run, and a note says so.
+  the other (it starts in the second half of the other's steps, at most half the other's
+  span after its last step, and goes further: a resumed run, such as a Lightning
+  `version_1/` after `version_0/`, whose first steps after a crash may be lost with the
+  rows a buffered logger had not yet written); such a chain is one run, and a note says so,
+  naming the steps neither log holds.
 * Configs, checkpoints and batch manifests belong to every run whose metric sources sit in
   their folder or below it. A `forensics/` subfolder (our live-run recorder) is part of its
   parent folder's run.
@@ -287,6 +289,7 @@ def _split_metrics(metrics: list[Source], step_range: StepRange) -> list[_Chain]
             target.notes.append(
                 f"{names[0]} continues {names[1]} from step {lo} "
                 f"(steps {_span(target)} then {_span(resumed)}): read as one resumed run"
+                + _unlogged(target, lo, spacing)
             )
             target.sources.append(src)
             target.hi, target.spacing = hi, max(target.spacing, spacing)
@@ -390,14 +393,25 @@ def _continued(
         if chain.lo is None or chain.hi is None:
             continue
         # a resume restarts from a late checkpoint: it starts in the second half of what
-        # came before (a run from scratch starts where the other started: a second run),
-        # and no later than one log interval (either side's) after its last logged step:
-        # the steps in between were trained, not logged (a Lightning resume that logs
-        # every 2 steps after every 10 starts at 932 after 930)
-        late = chain.lo + max(1, (chain.hi - chain.lo) // 2)
-        if late <= lo <= chain.hi + max(chain.spacing, spacing) and hi > chain.hi:
+        # came before (a run from scratch starts where the other started: a second run).
+        # It may start after the last logged step: the steps in between were trained, not
+        # logged (a Lightning resume that logs every 2 steps after every 10 starts at 932
+        # after 930; a crash loses the rows a buffered logger had not written, CSVLogger
+        # flushing every 100 steps, while the checkpoint restored is later), by at most
+        # half of what came before: a stage that starts further on is a run of its own.
+        half = max(1, (chain.hi - chain.lo) // 2)
+        gap = max(chain.spacing, spacing, half)
+        if chain.lo + half <= lo <= chain.hi + gap and hi > chain.hi:
             return chain
     return None
+
+
+def _unlogged(chain: _Chain, lo: int | None, spacing: int) -> str:
+    """The steps neither log holds, when the resume starts more than a log interval on."""
+    end = chain.shown[1] if chain.shown else chain.hi
+    if lo is None or end is None or lo <= end + max(chain.spacing, spacing):
+        return ""
+    return f"; steps {end + 1}-{lo - 1} are in neither log (trained, not logged)"
 
 
 def _home(path: Path) -> Path:

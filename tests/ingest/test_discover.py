@@ -333,3 +333,33 @@ def test_a_folder_of_links_out_of_it_says_why_nothing_was_found(
     (root / "a.log").symlink_to(outside)
     with open_store(tmp_db) as store, pytest.raises(InputError, match=r"1 link\(s\) out of"):
         ingest(store, [root])
+
+
+def test_a_resume_after_steps_no_log_holds_is_one_run(tmp_path: Path, tmp_db: Path) -> None:
+    """A crash loses the rows a buffered logger had not written (CSVLogger flushes every 100
+    steps) while the checkpoint restored is later: version_1 starts 64 steps after
+    version_0's last row. It is the same run (it was read as two: the second, 25 points,
+    too short to judge), and the note names the steps neither log holds."""
+    pytest.importorskip("lightning")
+    run = tmp_path / "run"
+    _csv_logger_version(run, 0, range(16, 2161, 16), 3.0)
+    _csv_logger_version(run, 1, range(2224, 2601, 16), 3.0)
+    with open_store(tmp_db) as store:
+        (summary,) = ingest(store, [run])
+        steps = store.metrics_long(summary.run, ["loss"])["step"]
+    assert steps.is_unique().all() and len(steps) == 135 + 24
+    note = " ".join(summary.notes)
+    assert "version_1/metrics.csv continues version_0/metrics.csv from step 2224" in note
+    assert "steps 2161-2223 are in neither log" in note
+
+
+def test_a_stage_that_starts_far_after_the_other_ended_is_a_run_of_its_own(
+    tmp_path: Path, tmp_db: Path
+) -> None:
+    """Logged to 1000, then another fit from step 1800: more than half the first's span
+    later, so not read as its resume."""
+    pytest.importorskip("lightning")
+    run = tmp_path / "run"
+    _csv_logger_version(run, 0, range(10, 1001, 10), 3.0)
+    _csv_logger_version(run, 1, range(1800, 3001, 10), 3.0)
+    assert len(_runs(tmp_db, run)) == 2
