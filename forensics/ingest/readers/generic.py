@@ -195,6 +195,8 @@ _OPEN_VALUE = re.compile(
     r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=[Ee]poch)\[|(?<=['\"]:\s)['\"]|(?<=['\"]:)['\"]|(?<==)['\"]"
     r"|(?<=[=:])\s*tensor\()\s*\Z"  # `eval_ppl=tensor(nan, device='cuda:0')` (llama-recipes)
 )
+# Caffe's `(* 1 = 0.66597 loss)` after an output's value: its loss weight, then its share
+_WEIGHTED = re.compile(r"\(\*\s*\Z")
 # A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
 _TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
 # `(norm=2.19)`: a key and its value inside parentheses, after other words
@@ -340,12 +342,22 @@ def infer(text: str, count: int) -> Template:
     # a unit glued to the previous number (`0.0m tok/s:`, `12ms, mfu`) is not part of a key
     befores = [_key_before(_UNIT_GLUED.sub("", lits[i]) if i else lits[i]) for i in range(n)]
     skip: set[int] = set()
+    weighted = False  # a loss term printed with its weight: a line under its iteration's
     for i in range(n):
         before = lits[i]
         if i and before.strip() in ("/", "of"):  # `N/M`: M is a total
             skip.add(i)
         elif before.rstrip().endswith(("(", "(+", "(-")) and not before.endswith("tensor("):
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
+        elif _WEIGHTED.search(before):
+            # Caffe's `loss_cls = 2.69 (* 1 = 2.69 loss)`: the output's weight and weighted
+            # share of the total, not the solver's `loss` (which its own line prints)
+            skip.add(i)
+            weighted = True
+            if re.fullmatch(r"\s*=\s*", lits[i + 1]):
+                skip.add(i + 1)
+        elif before.endswith("#") and lits[i + 1][:1] == ":":
+            skip.add(i)  # Caffe's `Train net output #3: name = ...`: an index, not a value
         elif (
             (i and not before)
             or before[-1:].isalpha()
@@ -449,6 +461,7 @@ def infer(text: str, count: int) -> Template:
         indented = lits[0][:1] in (" ", "\t") and len(keys) <= 3
         lossy = any(map(_is_loss, keys)) or any(_EPOCH_LOSS.match(k) for k in keys)
         tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and lossy) or _evaluation(keys)
+        tpl.cont = tpl.cont or (weighted and bool(keys))
     if _EVAL_LOOP.search(lits[0]):
         _evaluation_loop(tpl)
     return tpl

@@ -1,0 +1,73 @@
+"""Training-log styles quoted in public GitHub issues (session 26), one test per style.
+
+Each fixture quotes the lines as printed in the issue or PR (URL beside it). The tests check
+what the ingest stores through the library path the CLI calls, and each says what the
+reader did before.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+from issue_log_helpers import stored as _stored
+
+from forensics.ingest import ingest
+from forensics.store import open_store
+
+
+def _events(tmp_path: Path, text: str) -> list[tuple[int | None, str, str]]:
+    """(step, kind, detail) of the events the ingest stored for `text`."""
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    path = folder / "train.log"
+    path.write_text(text, encoding="utf-8")
+    with open_store(folder / "t.duckdb") as store:
+        ingest(store, [path])
+        rows = store.con.execute("select step, kind, detail from events order by all").fetchall()
+    return [(s, k, d) for s, k, d in rows]
+
+
+# ----- Caffe solver: per-output lines with their loss weight ---------------------------------
+CAFFE_FRCNN = """\
+I0115 14:49:27.785917 12606 solver.cpp:224] Iteration 0 (-1.27518e-43 iter/s, 0.804229s/20 iters), loss = 5.06628  [ 0 / 70000 ] -> [ -1:60 (H:M) ]
+I0115 14:49:27.786006 12606 solver.cpp:243]     Train net output #0: bbox_accuracy = 0.046875
+I0115 14:49:27.786028 12606 solver.cpp:243]     Train net output #1: bbox_loss = 0.369181 (* 1 = 0.369181 loss)
+I0115 14:49:27.786036 12606 solver.cpp:243]     Train net output #2: cls_loss = 3.12335 (* 1 = 3.12335 loss)
+I0115 14:49:27.786043 12606 solver.cpp:243]     Train net output #3: rpn_cls_loss = 0.895593 (* 1 = 0.895593 loss)
+I0115 14:49:27.786051 12606 solver.cpp:243]     Train net output #4: rpn_loss_bbox = 1.12812 (* 1 = 1.12812 loss)
+I0115 14:49:27.786078 12606 sgd_solver.cpp:105] Iteration 0, lr = 0.001
+I0115 14:49:33.189517 12606 solver.cpp:224] Iteration 20 (3.70129 iter/s, 5.40352s/20 iters), loss = nan  [ 20 / 70000 ] -> [ 3:36 (H:M) ]
+I0115 14:49:33.189579 12606 solver.cpp:243]     Train net output #0: bbox_accuracy = 1
+I0115 14:49:33.189594 12606 solver.cpp:243]     Train net output #1: bbox_loss = nan (* 1 = nan loss)
+I0115 14:49:33.189606 12606 solver.cpp:243]     Train net output #2: cls_loss = 87.3365 (* 1 = 87.3365 loss)
+I0115 14:49:33.189617 12606 solver.cpp:243]     Train net output #3: rpn_cls_loss = 87.3365 (* 1 = 87.3365 loss)
+"""  # noqa: E501  https://github.com/D-X-Y/caffe-faster-rcnn/issues/39
+
+CAFFE_SSD = """\
+I0822 20:54:57.256644 14071 solver.cpp:341]     [0.0] Iteration 2 (20.2241 s), loss = nan
+I0822 20:54:57.256696 14071 solver.cpp:361]     [0.0]     Train net output #0: mbox_loss = inf (* 1 = inf loss)
+I0822 20:55:01.366313 14071 solver.cpp:333]     [0.0] Iteration 10 (1.94662 iter/s, 4.10968s/8 iter), loss = nan
+I0822 20:55:01.366365 14071 solver.cpp:361]     [0.0]     Train net output #0: mbox_loss = inf (* 1 = inf loss)
+I0822 20:55:01.366377 14071 sgd_solver.cpp:180] [0.0] Iteration 10, lr = 0.001, m = 0.9, lrm = 0.01, wd = 0.0005, gs = 6.21
+I0822 20:55:06.431057 14071 solver.cpp:333]     [0.0] Iteration 20 (1.97443 iter/s, 5.06474s/10 iter), loss = nan
+I0822 20:55:06.431109 14071 solver.cpp:361]     [0.0]     Train net output #0: mbox_loss = inf (* 1 = inf loss)
+I0822 20:55:06.431174 14071 sgd_solver.cpp:180] [0.0] Iteration 20, lr = 0.001, m = 0.9, lrm = 0.01, wd = 0.0005, gs = 5.23
+"""  # noqa: E501  https://github.com/NVIDIA/caffe/issues/499
+
+
+def test_caffe_weighted_output_losses_leave_the_solver_loss_alone(tmp_path: Path) -> None:
+    # before: each output's `(* 1 = X loss)` was a value named `loss`, the last one written
+    # over the solver's: loss 87.3365 at iteration 20, where the log prints `loss = nan`
+    # (and 1.12812 at 0 for 5.06628); the output's index `#3` was a metric
+    fmt, m, _ = _stored(tmp_path, CAFFE_FRCNN)
+    assert fmt == "generic_text"
+    assert m["loss"][0] == 5.06628 and math.isnan(m["loss"][20])
+    assert m["cls_loss"] == {0: 3.12335, 20: 87.3365}
+    assert math.isnan(m["bbox_loss"][20]) and m["rpn_loss_bbox"] == {0: 1.12812}
+    assert m["lr"] == {0: 0.001}
+    assert "train_net_output" not in m
+    # NVIDIA/caffe's SSD: the Inf of the output was stored as the loss, the NaN lost
+    _, m, _ = _stored(tmp_path, CAFFE_SSD)
+    assert sorted(m["loss"]) == [2, 10, 20] and all(math.isnan(v) for v in m["loss"].values())
+    assert m["mbox_loss"] == {2: math.inf, 10: math.inf, 20: math.inf}
