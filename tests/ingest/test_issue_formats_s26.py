@@ -71,3 +71,62 @@ def test_caffe_weighted_output_losses_leave_the_solver_loss_alone(tmp_path: Path
     _, m, _ = _stored(tmp_path, CAFFE_SSD)
     assert sorted(m["loss"]) == [2, 10, 20] and all(math.isnan(v) for v in m["loss"].values())
     assert m["mbox_loss"] == {2: math.inf, 10: math.inf, 20: math.inf}
+
+
+# ----- NVIDIA tacotron2: the iteration printed before its loss ----------------------------------
+TACOTRON_112 = """\
+Epoch: 0
+OVERFLOW! Skipping step. Attempted loss scale: 4294967296
+OVERFLOW! Skipping step. Attempted loss scale: 2147483648.0
+OVERFLOW! Skipping step. Attempted loss scale: 1073741824.0
+OVERFLOW! Skipping step. Attempted loss scale: 536870912.0
+OVERFLOW! Skipping step. Attempted loss scale: 262144.0
+/home/ubuntu/tts/tacotron2/fp16_optimizer.py:173: UserWarning: torch.nn.utils.clip_grad_norm is now deprecated in favor of torch.nn.utils.clip_grad_norm_.
+  return torch.nn.utils.clip_grad_norm(fp32_params, clip)
+Train loss 15 47.531357 Grad Norm 11.616506 2.96s/it
+Train loss 16 35.477085 Grad Norm 19.570642 2.86s/it
+"""  # noqa: E501  https://github.com/NVIDIA/tacotron2/issues/112
+
+TACOTRON_APEX_493 = """\
+Epoch: 13
+Validation loss 7364:  0.148571
+Saving model and optimizer state at iteration 7364 to ru_ann_20_09_2019.pt
+Epoch 13 time 30.405 lr 0.001
+Epoch: 14
+Validation loss 7890:  0.148049
+Saving model and optimizer state at iteration 7890 to ru_ann_20_09_2019.pt
+Epoch 14 time 30.577 lr 0.001
+Epoch: 15
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 256.0
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 128.0
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 64.0
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32.0
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 16.0
+Warning: NaN or Inf found in input tensor.
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 8.0
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 4.0
+Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 2.0
+Validation loss 8416:  0.711720
+Saving model and optimizer state at iteration 8416 to ru_ann_20_09_2019.pt
+"""  # https://github.com/NVIDIA/apex/issues/493 (a tacotron2 run)
+
+
+def test_tacotron2_train_line_prints_the_iteration_before_the_loss(tmp_path: Path) -> None:
+    # before: `Train loss 15 47.531357` was two values: the iteration was stored as `loss`
+    # (15, 16) at steps 1, 2 numbered in file order, and the loss itself under `Grad Norm`
+    fmt, m, w = _stored(tmp_path, TACOTRON_112)
+    assert fmt == "generic_text"
+    assert m["loss"] == {15: 47.531357, 16: 35.477085}
+    assert m["grad_norm"] == {15: 11.616506, 16: 19.570642}
+    assert m["overflow"] == {15: 5.0}  # the scaler's skips before the first logged step
+    assert not any("in file order" in x for x in w)
+    assert any("print the iteration before its loss" in x for x in w)
+
+
+def test_tacotron2_validation_lines_alone_are_a_log(tmp_path: Path) -> None:
+    # before: "format not recognised": `Validation loss 7364:  0.148571` gave no step
+    fmt, m, _ = _stored(tmp_path, TACOTRON_APEX_493)
+    assert fmt == "generic_text"
+    assert m["val_loss"] == {7364: 0.148571, 7890: 0.148049, 8416: 0.71172}
+    assert "loss" not in m  # an evaluation's loss never becomes the training loss
+    assert m["overflow"] == {8416: 8.0} and m["loss_scale"] == {8416: 2.0}

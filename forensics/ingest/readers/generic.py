@@ -856,6 +856,48 @@ def _term_losses(t: Template) -> list[str]:
     ]
 
 
+def _counts_before_values(
+    prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]
+) -> None:
+    """A loss printed after the iteration it belongs to, with nothing but a blank or a colon
+    between (NVIDIA tacotron2 and its forks: `Train loss 15 47.531357 Grad Norm 11.61
+    2.96s/it`, `Validation loss 6312:  0.149928`): in a kind of line without another step,
+    the integer that rises from line to line is the step and the number after it the loss.
+    Read as two values, the iteration was stored as the loss and the loss under the next
+    field's name, and a log of validation lines alone held no record at all."""
+    for t in found.values():
+        if t.step_slot is not None or t.bar or t.glued:
+            continue
+        lits = t.text.split(SLOT)
+        for i in range(len(lits) - 2):
+            key = t.names.get(i, "")
+            if "loss" not in key.lower() or not re.fullmatch(r"\s*:?\s+", lits[i + 1]):
+                continue
+            if not _rising_count(prepared, t.text, i, i + 1):
+                continue
+            t.names.pop(i)
+            t.names[i + 1] = key
+            t.step_slot, t.keyed = i, True
+            notes.append(
+                f"generic reader: {t.lines} lines like '{t.shown()[:80]}' print the iteration "
+                "before its loss: the iteration is the step"
+            )
+            break
+
+
+def _rising_count(prepared: pl.DataFrame, text: str, slot: int, value: int) -> bool:
+    """The lines of template `text` print an integer in `slot` that rises from line to line,
+    and in `value` a number that is not always an integer (a loss, not another count)."""
+    nums = prepared.filter(pl.col("tpl") == text)["body"].str.extract_all(NUM)
+    counts = nums.list.get(slot, null_on_oob=True)
+    values = nums.list.get(value, null_on_oob=True)
+    if counts.null_count() or values.null_count():
+        return False
+    if not counts.str.contains(r"^\d+$").all() or values.str.contains(r"^[-+]?\d+$").all():
+        return False
+    return bool((counts.cast(pl.Int64).diff().drop_nulls() > 0).all())
+
+
 def _epochs_as_steps(prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]) -> None:
     """Records numbered in file order that count whole epochs (`epoch: 3451 loss: nan`, one
     line per epoch) take the epoch as their step when it is an integer that rises by one
@@ -1111,6 +1153,7 @@ def extract(
     if said.len():
         prepared = prepared.filter(~pl.col("line").is_in(said.implode()))
     found = templates(prepared, notes)
+    _counts_before_values(prepared, found, notes)
     empty = pl.DataFrame(
         schema={
             "line": pl.Int64,
