@@ -130,3 +130,43 @@ def test_tacotron2_validation_lines_alone_are_a_log(tmp_path: Path) -> None:
     assert m["val_loss"] == {7364: 0.148571, 7890: 0.148049, 8416: 0.71172}
     assert "loss" not in m  # an evaluation's loss never becomes the training loss
     assert m["overflow"] == {8416: 8.0} and m["loss_scale"] == {8416: 2.0}
+
+
+# ----- nanoGPT lines behind a date-time stamp -------------------------------------------------
+NANOGPT_215 = """\
+> 2023-03-22 09:31:56 iter 2990: loss 3.8853, time 1096.65ms, mfu 15.34%
+>
+> 2023-03-22 09:32:32 step 3000: train loss 4.0390, val loss 4.0427
+>
+> saving checkpoint to out
+>
+> 2023-03-22 09:32:41 iter 3000: loss 4.2490, time 35392.33ms, mfu 13.85%
+>
+> 2023-03-22 09:32:52 iter 3010: loss nan, time 1019.95ms, mfu 14.12%
+>
+> 2023-03-22 09:33:02 iter 3020: loss nan, time 1015.95ms, mfu 14.36%
+"""  # https://github.com/karpathy/nanoGPT/issues/215 (pasted as a Markdown quote)
+
+
+def test_nanogpt_lines_behind_a_timestamp_keep_their_named_pattern(tmp_path: Path) -> None:
+    # before: the stamp hid every line from the named patterns; the generic reader took
+    # estimate_loss()'s `train loss 4.0390` for the training loss (a second `loss` at step
+    # 3000, set aside as a conflict) and lost it as eval_train_loss
+    fmt, m, w = _stored(tmp_path, NANOGPT_215)
+    assert fmt == "textlog"
+    assert m["loss"][2990] == 3.8853 and m["loss"][3000] == 4.249
+    assert math.isnan(m["loss"][3010]) and math.isnan(m["loss"][3020])
+    assert m["eval_train_loss"] == {3000: 4.039} and m["val_loss"] == {3000: 4.0427}
+    assert m["iter_time_ms"][3000] == 35392.33 and m["mfu_pct"][3020] == 14.36
+    assert not any("under another name" in x for x in w)
+
+
+def test_nanogpt_stamped_lines_keep_their_wall_time(tmp_path: Path) -> None:
+    """The named-pattern reader stores the stamp's clock, as the generic reader did."""
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    path = folder / "train.log"
+    path.write_text(NANOGPT_215, encoding="utf-8")
+    with open_store(folder / "t.duckdb") as store:
+        (summary,) = ingest(store, [path])
+        walls = {s: t for s, n, _, t in store.metrics_long(summary.run).iter_rows() if n == "loss"}
+    assert walls[3010] - walls[3000] == 11.0  # 09:32:52 - 09:32:41

@@ -30,6 +30,7 @@ from forensics.ingest.readers._text import (
     line_frame,
     looks_like_text_log,
     parse_number,
+    parse_timestamp,
     read_text,
     scan_beyond_head,
 )
@@ -43,8 +44,12 @@ else:
 
 ENV_VAR = "FORENSICS_LINE_PATTERNS"
 SHIPPED = "forensics/data/line_patterns.yaml"
+# A date-time stamp a launcher or a user's print puts before the line (`2023-03-22 09:30:39
+# iter 2920: loss 3.9883, ...`, nanoGPT#215; Python logging's `,123` and ` - ` after it), and
+# the `> ` of a log pasted as a Markdown quote, as the generic reader's prefix takes them.
+_STAMP = r"\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:\s+-)?"
 _MACROS = {
-    "{prefix}": r"\s*(?:\[[^\]]*\]:?\s*)*",
+    "{prefix}": rf"\s*(?:\[[^\]]*\]:?\s*|{_STAMP}\s+|>\s+)*",
     "{num}": NUMBER,
     "{finite}": r"[-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)",
 }
@@ -367,12 +372,26 @@ class TextLogReader(Reader):
                 expected=f"lines like {shown} (or add a pattern via {ENV_VAR})",
             )
         rows = _drop_cut_tail(text, lines, rows, warnings)
-        metrics = rows.select("step", "raw_name", "value")  # no timestamps in these styles
+        rows = _with_wall_time(lines, rows)
+        metrics = rows.select("step", "raw_name", "value", "wall_time")
         extra = _unclaimed_loss_lines(lines, rows, pl.concat(claimed), warnings)
         if extra.height:
-            metrics = pl.concat([rows.select("line", "step", "raw_name", "value"), extra])
+            extra = _with_wall_time(lines, extra)
+            keep = ["line", "step", "raw_name", "value", "wall_time"]
+            metrics = pl.concat([rows.select(keep), extra.select(keep)])
             metrics = metrics.sort("line", maintain_order=True).drop("line")
         return ReadResult(metrics=metrics, config=printed_config(text), warnings=warnings)
+
+
+def _with_wall_time(lines: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with the wall time of their line's date-time stamp (`2023-03-22 09:30:39 iter
+    2920: ...`), null where the lines print none: the same clock the generic reader keeps
+    for a stamped log, so that a stamped nanoGPT log read by its named pattern loses none."""
+    stamped = lines.filter(pl.col("line").is_in(rows["line"].head(1000).implode()))
+    if not stamped.select(parse_timestamp(pl.col("text")).is_not_null().any()).item():
+        return rows.with_columns(pl.lit(None, pl.Float64).alias("wall_time"))
+    wall = lines.select("line", parse_timestamp(pl.col("text")).alias("wall_time"))
+    return rows.join(wall, on="line", how="left", maintain_order="left")
 
 
 def _unclaimed_loss_lines(
