@@ -170,3 +170,38 @@ def test_nanogpt_stamped_lines_keep_their_wall_time(tmp_path: Path) -> None:
         (summary,) = ingest(store, [path])
         walls = {s: t for s, n, _, t in store.metrics_long(summary.run).iter_rows() if n == "loss"}
     assert walls[3010] - walls[3000] == 11.0  # 09:32:52 - 09:32:41
+
+
+# ----- Keras TerminateOnNaN ---------------------------------------------------------------------
+KERAS_TUNER_442 = """\
+Epoch 5/10
+   1/1500 [..............................] - ETA: 0s - loss: 2.2759 - accuracy: 0.2188Batch 1: Invalid loss, terminating training
+   2/1500 [..............................] - ETA: 46s - loss: nan - accuracy: 0.1719  Batch 2: Invalid loss, terminating training
+   3/1500 [..............................] - ETA: 59s - loss: nan - accuracy: 0.1562Batch 3: Invalid loss, terminating training
+   4/1500 [..............................] - ETA: 1:06 - loss: nan - accuracy: 0.1406Batch 4: Invalid loss, terminating training
+   5/1500 [..............................] - ETA: 1:10 - loss: nan - accuracy: 0.1187Batch 5: Invalid loss, terminating training
+"""  # noqa: E501  https://github.com/keras-team/keras-tuner/issues/442
+
+KERAS_SSD_21 = """\
+Epoch 1/10
+  1/234 [..............................] - ETA: 70:12:10 - loss: 44.9110
+  2/234 [..............................] - ETA: 45:01:30 - loss: 44.6110
+  3/234 [..............................] - ETA: 33:37:24 - loss: 44.4110Batch 3: Invalid loss, terminating training
+  4/234 [..............................] - ETA: 25:09:00 - loss: inf
+"""  # noqa: E501  https://github.com/manishsoni1908/Mobilenet-ssd-keras/issues/21 (bars 1, 2: same format)
+
+
+def test_keras_terminate_on_nan_report_is_an_event(tmp_path: Path) -> None:
+    # before: the report glued to the bar was part of its line: `Batch 2` became a metric
+    # `batch`, the `ETA: 1:06` clock a metric `eta` of 1, and no event said the loss went bad
+    fmt, m, _ = _stored(tmp_path, KERAS_TUNER_442)
+    assert fmt == "generic_text"
+    assert m["loss"][1] == 2.2759 and all(math.isnan(m["loss"][s]) for s in (2, 3, 4, 5))
+    assert m["accuracy"][4] == 0.1406
+    assert "batch" not in m and "eta" not in m
+    events = _events(tmp_path, KERAS_TUNER_442)
+    assert [(s, k) for s, k, _ in events] == [(s, "nonfinite_loss") for s in range(1, 6)]
+    assert events[1][2].startswith("Batch 2: Invalid loss, terminating training")
+    _, m, _ = _stored(tmp_path, KERAS_SSD_21)
+    assert m["loss"] == {1: 44.911, 2: 44.611, 3: 44.411, 4: math.inf}
+    assert [(s, k) for s, k, _ in _events(tmp_path, KERAS_SSD_21)] == [(3, "nonfinite_loss")]

@@ -61,11 +61,14 @@ _OVERLAP = 4096  # re-read of the head's tail: a line cut at 64 KiB is seen whol
 # (`...s/it][2021-02-04 15:06:19,825] [INFO] ...`, rich's `...Tflops][09/30/22 02:46:23]
 # WARNING ...`, `...s/step]2025-08-23 06:19:20,889 - trainer - WARNING - ...`), a printed
 # dict (`...10.13s/it]{'loss': nan, ...}`, `...15.11s/it{'loss': 0.25, ...}`) or a message
-# (`...1.69it/s]Validation Summary Epoch: [20] ...`). One pattern for Python (the sniff's
-# head) and polars (the whole file): no look-around, the two cut parts are groups.
+# (`...1.69it/s]Validation Summary Epoch: [20] ...`), or Keras' TerminateOnNaN report after
+# the bar's last value (`... - accuracy: 0.2188Batch 1: Invalid loss, terminating training`).
+# One pattern for Python (the sniff's head) and polars (the whole file): no look-around,
+# the two cut parts are groups.
 _GLUED_RECORD = (
     r"(\]|s/it)(\[?(?:\d{4}-\d\d-\d\d[ T]|\d\d/\d\d/\d\d(?:\d\d)? )\d\d:\d\d|\{')"
     r"|((?:it/s|s/it|s/step)\])([A-Z][a-z])"
+    r"|((?:\d|(?i:nan|inf))[ \t]*)(Batch \d+: Invalid loss)"
 )
 _GLUED_RE = re.compile(_GLUED_RECORD)
 _GLUE_MARKS = ("]", "s/it")  # without either nothing is glued
@@ -101,7 +104,7 @@ def _unglued(text: str) -> str:
     """`text` with whatever a progress bar left glued to its end put on a line of its own."""
     if not any(mark in text for mark in _GLUE_MARKS):
         return text
-    return _GLUED_RE.sub(r"\1\3\n\2\4", text)
+    return _GLUED_RE.sub(r"\1\3\5\n\2\4\6", text)
 
 
 def scan_beyond_head(path: Path, found: Callable[[str], bool]) -> bool:
@@ -156,7 +159,7 @@ def line_frame(text: str) -> pl.DataFrame:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     col = pl.col("text")
     if any(mark in text for mark in _GLUE_MARKS):
-        col = col.str.replace_all(_GLUED_RECORD, "${1}${3}\n${2}${4}")
+        col = col.str.replace_all(_GLUED_RECORD, "${1}${3}${5}\n${2}${4}${6}")
     frame = pl.DataFrame({"text": [text]}, schema={"text": pl.Utf8}).select(
         col.str.split("\n").explode()
     )

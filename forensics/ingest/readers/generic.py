@@ -148,6 +148,8 @@ _DIVERGED = (
     r"|\bloss became infinite or nan\b"
     # MAE / DeiT / BEiT / LLaMA-Adapter's engine: `print("Loss is {}, stopping training")`
     r"|\bloss is (?:nan|[-+]?inf), stopping training\b"
+    # Keras' TerminateOnNaN: `Batch 3: Invalid loss, terminating training` (NaN or Inf)
+    r"|\binvalid loss, terminating training\b"
 )
 _DIVERGED_AT = r"(?i)\bat iteration\s*=?\s*(\d+)"  # the step such a report prints, if any
 # A line at a step that says the step was skipped (minFM `Step 1557: detected nan/inf/spiky
@@ -374,6 +376,8 @@ def infer(text: str, count: int) -> Template:
             skip.update({i, i + 1})  # `nan/inf/spiky`, a date `2024/05/01`: words, not values
         elif i and before == ":" and i + 1 < len(lits) - 1 and lits[i + 1] == ":":
             skip.update({i - 1, i, i + 1})  # a clock `2:46:39` (an ETA), not three values
+        elif lits[i + 1] == ":" and _key_before(before).lower() == "eta":
+            skip.update({i, i + 1})  # Keras' `ETA: 1:06` (minutes:seconds): a clock too
         elif re.match(r" days?, \Z", lits[i + 1]):
             skip.add(i)  # mmcv `eta: 7 days, 4:23:57`: the days of a clock
         elif _DUR_AFTER.match(lits[i + 1]) or _DUR_BEFORE.search(before):
@@ -1369,7 +1373,10 @@ def _diverged_events(
     the iteration the report prints (detectron2's `... NaN at iteration=2137!`). No
     NaN value is stored: the log prints none at any step. The copies of one report (glog's
     line, the exception's message) at the same step are one event."""
-    said = r"(?i)(\S*(?:model diverged|nan loss|loss became infinite|loss is).*?)\s*$"
+    said = (
+        r"(?i)((?:batch \d+: )?\S*(?:model diverged|nan loss|loss became infinite|loss is"
+        r"|invalid loss).*?)\s*$"
+    )
     hit = diverged.select(
         "line",
         pl.col("text").str.extract(said, 1),
