@@ -205,3 +205,20 @@ def test_keras_terminate_on_nan_report_is_an_event(tmp_path: Path) -> None:
     _, m, _ = _stored(tmp_path, KERAS_SSD_21)
     assert m["loss"] == {1: 44.911, 2: 44.611, 3: 44.411, 4: math.inf}
     assert [(s, k) for s, k, _ in _events(tmp_path, KERAS_SSD_21)] == [(3, "nonfinite_loss")]
+
+
+# ----- torchtune's DiskLogger -------------------------------------------------------------------
+TORCHTUNE_1358 = """\
+INFO:torchtune.utils.logging:Model is initialized with precision torch.bfloat16.
+Step 1 | loss:2.085338592529297 lr:2e-05 tokens_per_second_per_gpu:57.828881833956174
+Step 2 | loss:1.8718312978744507 lr:2e-05 tokens_per_second_per_gpu:405.044978758513
+Step 3 | loss:1.1732845306396484 lr:2e-05 tokens_per_second_per_gpu:655.9372371931469
+"""  # https://github.com/meta-pytorch/torchtune/pull/1358
+
+
+def test_torchtune_tokens_per_second_per_gpu_is_the_device_throughput(tmp_path: Path) -> None:
+    # before: stored under its raw name, beside no throughput metric at all
+    _, m, _ = _stored(tmp_path, TORCHTUNE_1358)
+    assert m["tokens_per_s_device"][2] == 405.044978758513
+    assert "tokens_per_second_per_gpu" not in m
+    assert m["loss"][3] == 1.1732845306396484
