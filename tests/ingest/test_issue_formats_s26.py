@@ -222,3 +222,21 @@ def test_torchtune_tokens_per_second_per_gpu_is_the_device_throughput(tmp_path: 
     assert m["tokens_per_s_device"][2] == 405.044978758513
     assert "tokens_per_second_per_gpu" not in m
     assert m["loss"][3] == 1.1732845306396484
+
+
+# ----- DeepSpeed's loss scaler beside a diffusers bar -------------------------------------------
+FAITHDIFF_34 = """\
+[2025-08-27 10:12:22,229] [INFO] [loss_scaler.py:184:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4, reducing to 2
+Steps:   0%|▏                                                                           | 16/6000 [00:55<4:54:46,  2.96s/it, lr=0, noise_step_loss=nan][2025-08-27 10:12:25,030] [INFO] [loss_scaler.py:184:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 2, reducing to 1
+Steps:   0%|▏                                                                           | 17/6000 [00:58<4:50:05,  2.91s/it, lr=0, noise_step_loss=nan][rank0]: Traceback (most recent call last):
+"""  # noqa: E501  https://github.com/JyChen9811/FaithDiff/issues/34
+
+
+def test_no_training_loss_note_does_not_count_the_loss_scale(tmp_path: Path) -> None:
+    # before: "no training loss: loss_scale, noise_step_loss keep their names (the losses of
+    # several models or terms ...)": the fp16 scale counted as a second loss
+    _, m, w = _stored(tmp_path, FAITHDIFF_34)
+    assert m["loss_scale"] == {16: 2.0, 17: 1.0} and m["overflow"] == {16: 1.0, 17: 1.0}
+    assert all(math.isnan(v) for v in m["noise_step_loss"].values())
+    (note,) = [x for x in w if "no training loss" in x]
+    assert "noise_step_loss keeps its name" in note and "loss_scale" not in note

@@ -1748,14 +1748,18 @@ def _no_training_loss(rows: pl.DataFrame) -> list[str]:
     names = rows["raw_name"].unique(maintain_order=True).to_list()
     if any(table.canonical(n) in _LOSSES for n in names):
         return []
-    lossy = [n for n in names if "loss" in n.lower()]
+    # the fp16 loss scale (DeepSpeed's `reducing to 2` beside a diffusers bar) is no loss
+    lossy = [n for n in names if "loss" in n.lower() and table.canonical(n) != "loss_scale"]
     if not lossy:
         return []
-    return [
-        f"generic reader: no training loss: {', '.join(lossy[:6])} keep their names (the "
-        "losses of several models or terms, e.g. an RLHF actor and critic); the loss screen "
-        "has no `loss` to read"
-    ]
+    if len(lossy) == 1:
+        kept = f"{lossy[0]} keeps its name (no name the reader knows as the training loss)"
+    else:
+        kept = (
+            f"{', '.join(lossy[:6])} keep their names (the losses of several models or terms, "
+            "e.g. an RLHF actor and critic)"
+        )
+    return [f"generic reader: no training loss: {kept}; the loss screen has no `loss` to read"]
 
 
 def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
