@@ -199,12 +199,13 @@ def test_keras_terminate_on_nan_report_is_an_event(tmp_path: Path) -> None:
     assert m["loss"][1] == 2.2759 and all(math.isnan(m["loss"][s]) for s in (2, 3, 4, 5))
     assert m["accuracy"][4] == 0.1406
     assert "batch" not in m and "eta" not in m
+    # the report names the batch that just ended, whose bar Keras draws after it
     events = _events(tmp_path, KERAS_TUNER_442)
-    assert [(s, k) for s, k, _ in events] == [(s, "nonfinite_loss") for s in range(1, 6)]
-    assert events[1][2].startswith("Batch 2: Invalid loss, terminating training")
+    assert [(s, k) for s, k, _ in events] == [(s, "nonfinite_loss") for s in range(2, 6)]
+    assert events[0][2] == "Batch 1: Invalid loss, terminating training (the batch of step 2)"
     _, m, _ = _stored(tmp_path, KERAS_SSD_21)
     assert m["loss"] == {1: 44.911, 2: 44.611, 3: 44.411, 4: math.inf}
-    assert [(s, k) for s, k, _ in _events(tmp_path, KERAS_SSD_21)] == [(3, "nonfinite_loss")]
+    assert [(s, k) for s, k, _ in _events(tmp_path, KERAS_SSD_21)] == [(4, "nonfinite_loss")]
 
 
 # ----- torchtune's DiskLogger -------------------------------------------------------------------

@@ -1372,22 +1372,34 @@ def _diverged_events(
     record printed before it ("after step N" in its detail; no step when none did), or at
     the iteration the report prints (detectron2's `... NaN at iteration=2137!`). No
     NaN value is stored: the log prints none at any step. The copies of one report (glog's
-    line, the exception's message) at the same step are one event."""
+    line, the exception's message) at the same step are one event. Keras' TerminateOnNaN
+    (`Batch 3: Invalid loss, terminating training`) reports the batch that just ended, whose
+    bar Keras draws after the report: that report belongs to the record after it."""
     said = (
         r"(?i)((?:batch \d+: )?\S*(?:model diverged|nan loss|loss became infinite|loss is"
         r"|invalid loss).*?)\s*$"
     )
-    hit = diverged.select(
-        "line",
-        pl.col("text").str.extract(said, 1),
-        pl.col("text").str.extract(_DIVERGED_AT, 1).cast(pl.Int64, strict=False).alias("_at"),
-    ).join_asof(records.sort("line"), on="line", strategy="backward")
+    ahead = records.sort("line").rename({"step": "_next"})
+    hit = (
+        diverged.select(
+            "line",
+            pl.col("text").str.extract(said, 1),
+            pl.col("text").str.extract(_DIVERGED_AT, 1).cast(pl.Int64, strict=False).alias("_at"),
+            pl.col("text").str.contains(r"(?i)invalid loss, terminating").alias("_keras"),
+        )
+        .join_asof(records.sort("line"), on="line", strategy="backward")
+        .join_asof(ahead, on="line", strategy="forward")
+    )
     printed = pl.col("_at").is_not_null()
-    hit = hit.with_columns(pl.coalesce("_at", "step").alias("step"), printed.alias("_printed"))
+    before_bar = pl.col("_keras") & pl.col("_next").is_not_null()
+    step = pl.coalesce("_at", pl.when(before_bar).then("_next").otherwise("step"))
+    hit = hit.with_columns(step.alias("step"), printed.alias("_printed"), before_bar.alias("_bar"))
     hit = hit.unique(subset=["step"], keep="first", maintain_order=True)
     after = (
         pl.when(pl.col("_printed"))
         .then(pl.lit(""))
+        .when(pl.col("_bar"))
+        .then(pl.lit(" (the batch of step ") + pl.col("step").cast(pl.Utf8) + pl.lit(")"))
         .when(pl.col("step").is_null())
         .then(pl.lit(" (before any step the log prints)"))
         .otherwise(pl.lit(" (after step ") + pl.col("step").cast(pl.Utf8) + pl.lit(")"))
@@ -1395,7 +1407,8 @@ def _diverged_events(
     notes.append(
         f"generic reader: {hit.height} reports of a NaN loss ('model diverged with loss = "
         "NaN', 'Loss is nan, stopping training', ...): events of kind 'nonfinite_loss' at the "
-        "iteration they print, else at the last step printed before them (no value stored)"
+        "iteration they print, else at the last step printed before them (Keras': at the "
+        "step of the bar after them; no value stored)"
     )
     return hit.select(
         "step",
