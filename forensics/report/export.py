@@ -4,7 +4,9 @@ kaleido 1.x renders PNGs in a real Chrome/Chromium. We never download one: we lo
 an installed browser (`FORENSICS_CHROMIUM`, kaleido's own `BROWSER_PATH`, then the usual
 names on PATH) and pass its path to kaleido. All PNGs of a report go through one browser
 session, because starting the browser costs ~2.5 s and each figure only ~0.4 s after that.
-Without a browser the Markdown links the HTML instead of embedding a broken image.
+Without a browser the Markdown links the HTML instead of embedding a broken image. The
+export is bounded (`png_timeout`; how, in png_browser.py): a browser that hangs costs the
+PNGs, never the report.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
+
+from forensics.report.png_browser import UNWIND_S, BrowserTimeout, KaleidoBrowser
 
 log = logging.getLogger(__name__)
 
@@ -114,29 +120,81 @@ def _kaleido_options(browser: str, jobs: int) -> dict[str, Any]:
     return {"path": browser, "mathjax": False, "n": max(1, min(jobs, os.cpu_count() or 1, 4))}
 
 
-def write_pngs(figs: dict[Path, go.Figure], browser: str) -> None:
-    """Render every figure to PNG in one kaleido (browser) session.
+TIMEOUT_VAR = "FORENSICS_PNG_TIMEOUT"
+BASE_TIMEOUT_S = 30.0  # a browser start (~2.5 s) on a heavily loaded machine, with room
+PER_FIGURE_S = 5.0  # ~0.4 s a figure normally; ten times that and more
+CLOSE_TIMEOUT_S = 15.0  # closing the browser of a `browser_session()`
 
-    Inside `browser_session()` the browser already running is reused.
+
+def png_timeout(n_figures: int, environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds one PNG export may take: `FORENSICS_PNG_TIMEOUT`, else 30 s + 5 s a figure.
+
+    Normal is ~2.5 s + 0.4 s a figure, so the default only trips on a browser that hangs,
+    not on a slow machine. Raises ValueError (one line) on a value that is not seconds > 0.
     """
-    import kaleido
+    value = environ.get(TIMEOUT_VAR, "").strip()
+    if not value:
+        return BASE_TIMEOUT_S + PER_FIGURE_S * n_figures
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0:  # also NaN
+        raise ValueError(f"{TIMEOUT_VAR}={value!r} is not a number of seconds > 0")
+    return seconds
 
-    jobs = [
-        {"fig": fig, "path": path, "opts": {"format": "png", "scale": 1.5}}
-        for path, fig in figs.items()
-    ]
-    if _server_running():
-        kaleido.write_fig_from_object_sync(jobs)
-    else:
-        kaleido.write_fig_from_object_sync(jobs, kopts=_kaleido_options(browser, len(jobs)))
+
+def _limit_text(seconds: float, n_figures: int, environ: Mapping[str, str] = os.environ) -> str:
+    """Which limit was hit and how to raise it, in words."""
+    if environ.get(TIMEOUT_VAR, "").strip():
+        return f"{seconds:g} s ({TIMEOUT_VAR}={seconds:g}; raise it to wait longer)"
+    return (
+        f"{seconds:g} s ({BASE_TIMEOUT_S:g} s + {PER_FIGURE_S:g} s per figure, {n_figures} "
+        f"figures; raise it with {TIMEOUT_VAR}=<seconds>)"
+    )
 
 
-def _server_running() -> bool:
-    """Whether kaleido's shared (sync) browser server is up; private API, so read defensively."""
-    import kaleido
+_session: KaleidoBrowser | None = None  # the browser of the open `browser_session()`
 
-    server = getattr(kaleido, "_global_server", None)
-    return bool(server is not None and server.is_running())
+
+def write_pngs(figs: dict[Path, go.Figure], browser: str, timeout: float | None = None) -> None:
+    """Render every figure to PNG in one kaleido (browser) session, within `timeout` seconds
+    (default: `png_timeout`); past it the browser is killed and `BrowserTimeout` raised.
+
+    Figures are rendered into a private folder and moved into place only when the whole
+    export finished, so a killed export leaves no partial (or empty: kaleido claims each
+    name before it renders) PNG to be linked, not even one written late by the abandoned
+    call. Inside `browser_session()` its browser, already running, is used.
+    """
+    seconds = png_timeout(len(figs)) if timeout is None else timeout
+    deadline = time.monotonic() + seconds
+    why = f"PNG export with {browser} did not finish within {_limit_text(seconds, len(figs))}"
+    first = next(iter(figs))
+    staging = Path(tempfile.mkdtemp(prefix=".png-export-", dir=first.parent))
+    try:
+        staged = {staging / f"{i}.png": path for i, path in enumerate(figs)}
+        jobs = [
+            {"fig": fig, "path": tmp, "opts": {"format": "png", "scale": 1.5}}
+            for tmp, fig in zip(staged, figs.values(), strict=True)
+        ]
+        _render(jobs, browser, deadline, why)
+        for tmp, path in staged.items():
+            if tmp.is_file() and tmp.stat().st_size > 0:
+                shutil.move(tmp, path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _render(jobs: list[dict[str, Any]], browser: str, deadline: float, why: str) -> None:
+    """In the session's browser, or in one started (and closed) for these figures only."""
+    if _session is not None:
+        _session.write(jobs, deadline, why)
+        return
+    own = KaleidoBrowser(_kaleido_options(browser, len(jobs)))
+    try:
+        own.write(jobs, deadline, why)
+    finally:
+        own.close(max(UNWIND_S, deadline - time.monotonic()))
 
 
 @contextmanager
@@ -144,19 +202,22 @@ def browser_session() -> Iterator[None]:
     """Keep one browser open for every PNG written inside (e.g. all runs of the demo).
 
     Starting Chromium costs ~2.5 s; a report of a few figures would otherwise pay it
-    once per report. Without a browser this does nothing (export() then warns).
+    once per report. The browser starts now, in the background, while the first run is
+    analysed. Without a browser this does nothing (export() then warns). Once an export
+    in the session timed out, its browser is dead and every later one fails at once with
+    the same warning, instead of each report waiting out its own limit.
     """
+    global _session
     browser, _ = find_chromium()
-    if browser is None or _server_running():
+    if browser is None or _session is not None:
         yield
         return
-    import kaleido
-
-    kaleido.start_sync_server(**_kaleido_options(browser, 4), silence_warnings=True)
+    _session = KaleidoBrowser(_kaleido_options(browser, 4))
     try:
         yield
     finally:
-        kaleido.stop_sync_server(silence_warnings=True)
+        session, _session = _session, None
+        session.close(CLOSE_TIMEOUT_S)
 
 
 def export(
@@ -185,6 +246,7 @@ def export(
 
 
 def _try_pngs(pngs: dict[Path, go.Figure], warn: Callable[[str], None]) -> None:
+    """Write the PNGs or warn once why not: no browser, a bad limit, a timeout, a failure."""
     browser, why = find_chromium()
     if browser is None:
         warn(
@@ -195,7 +257,17 @@ def _try_pngs(pngs: dict[Path, go.Figure], warn: Callable[[str], None]) -> None:
         )
         return
     try:
-        write_pngs(pngs, browser)
+        seconds = png_timeout(len(pngs))
+    except ValueError as exc:
+        warn(f"{exc}; figures are written as interactive HTML only and linked from the Markdown")
+        return
+    try:
+        write_pngs(pngs, browser, seconds)
+    except BrowserTimeout as exc:
+        warn(
+            f"{exc}; the browser was killed and figures are interactive HTML only, linked "
+            "from the Markdown"
+        )
     except Exception as exc:  # noqa: BLE001 - any browser failure must only cost the PNGs
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         warn(f"PNG export with {browser} failed ({first}); the Markdown links the HTML figures")
