@@ -52,6 +52,7 @@ def report(
     """Write one Markdown post-mortem per incident and a README.md for the run, with figures.
 
     Figures: PNG when a Chrome/Chromium is installed (FORENSICS_CHROMIUM picks one), plus HTML.
+    PNG export stops after 30 s + 5 s per figure (FORENSICS_PNG_TIMEOUT sets the seconds).
 
     Example: forensics report --db runs.duckdb --out report/ --gpu-hour-cost 2.5
     """
