@@ -13,7 +13,7 @@ from forensics.detect import recurrence
 from forensics.detect.classify import PEAK_LR_FRACTION, classify, lr_phase
 from forensics.detect.config import DetectConfig
 from forensics.detect.coverage import Coverage
-from forensics.detect.data import RunData
+from forensics.detect.data import Metric, RunData
 from forensics.detect.evidence import explain
 from forensics.detect.features import (
     compute,
@@ -393,9 +393,21 @@ def event_incident(c: ev.Cluster, sc: Screen, data: RunData, cfg: DetectConfig) 
         s = data.aux["loss_scale"]
         inc.metric = "loss_scale"
         inc.pre_value = s.at_or_before(c.first - 1)
-        inc.peak_value = float(np.nanmin(s.window(c.first, c.last)))
-    inc.peaks = [(peak, inc.peak_value if inc.peak_value is not None else float("nan"))]
+        inc.peak_step, inc.peak_value = _lowest(s, c.first, c.last)
+    inc.peaks = [(inc.peak_step, inc.peak_value if inc.peak_value is not None else float("nan"))]
     return inc
+
+
+def _lowest(scale: Metric, first: int, last: int) -> tuple[int, float]:
+    """A scale collapse's worst moment: the first step at its lowest scale (the page quotes
+    the value at the step it names: 131,072 -> 4096 was reached at the last halving, not at
+    the first)."""
+    st, v = scale.window_steps(first, last)
+    ok = np.isfinite(v)
+    if not ok.any():
+        return first, float("nan")
+    i = int(np.argmin(np.where(ok, v, np.inf)))
+    return int(st[i]), float(v[i])
 
 
 def _mark_nonfinite_peak(inc: Incident, data: RunData) -> None:

@@ -145,6 +145,20 @@ class RunReport:
         return [v for v in self.incidents if not v.full]
 
 
+# The metrics of detect's event incidents other than the loss (detector.event_incident): a
+# loss-scale collapse, an absurd or non-finite gradient norm.
+EVENT_METRICS = ("loss_scale", "grad_norm")
+
+
+def _loss_metric(screen: dict[str, Any] | None, incs: list[Incident]) -> str:
+    """The loss detection screened (its `screen_coverage` row), not the first incident's
+    metric: a loss-scale collapse is an incident of `loss_scale`, but its type and recovery
+    were judged on the loss."""
+    if screen and screen.get("metric"):
+        return str(screen["metric"])
+    return next((i.metric for i in incs if i.metric not in EVENT_METRICS), "loss")
+
+
 def build_report(
     store: Store, run_id: str, kb: Knowledge, env: jinja2.Environment, opts: Options
 ) -> RunReport:
@@ -154,10 +168,10 @@ def build_report(
     writer = model.load_format(store, run_id)
     unread = model.load_unread(store, run_id)
     incs = model.load_incidents(store, run_id, unread)
-    metric = incs[0].metric if incs else "loss"
+    screen = model.load_screen_coverage(store, run_id)
+    metric = _loss_metric(screen, incs)
     facts = {i.incident_id: incident.compute(i, frame) for i in incs}
     covered = coverage(model.load_coverage(store, run_id))
-    screen = model.load_screen_coverage(store, run_id)
     zoned = model.clock_has_zone(store, run_id)
     views = [
         _view(i, facts[i.incident_id], frame, kb, env, opts, screen, writer, config, zoned)

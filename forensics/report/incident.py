@@ -99,7 +99,7 @@ def stretches(inc: Incident) -> list[Stretch]:
     for p in inc.peaks:
         for st in out:
             if (p.get("from"), p.get("back")) == (st.start, st.back):
-                # a non-finite peak is stored as null (JSON has no NaN): it reads NaN
+                # a non-finite peak is stored as "NaN" (null in stores written before): NaN
                 value = math.nan if p["value"] is None else float(p["value"])
                 st.peaks.append(Point(int(p["step"]), value))
     return out

@@ -35,6 +35,7 @@ from typing import Any
 
 import explained
 
+from forensics.detect.data import AUX_METRICS, LOSS_METRICS
 from forensics.detect.recovery import RESTARTS
 from forensics.report.fmt import sentence
 from forensics.store import conflicts
@@ -299,9 +300,12 @@ def _totals(
     cost = explained.rows(store, "run_cost", run_id)
     if not incidents or not cost or cost[0]["steps_lost"] is None:
         return []
+    # the run's end as far as its logs know: a Megatron run that went NaN stops printing
+    # its loss but logs the loss scale and skipped iterations to its last iteration
+    read = [*LOSS_METRICS, *AUX_METRICS]
+    marks = ", ".join("?" * len(read))
     last = store.con.execute(
-        "SELECT max(step) FROM metrics WHERE run_id = ? AND metric = ?",
-        [run_id, next(iter(incidents.values()))["metric"]],
+        f"SELECT max(step) FROM metrics WHERE run_id = ? AND metric IN ({marks})", [run_id, *read]
     ).fetchone()[0]
     # a report the log printed after its last metric line (detectron2's NaN at iteration=N)
     # is still the run: the run ends there as far as its logs know
