@@ -319,9 +319,10 @@ def _new_incident(sc: Screen, ref: Refined, lo: int, data: RunData, cfg: DetectC
     sigma = float(sc.sigma[lo])
     peak_step, onset = int(sc.steps[ref.peak]), int(sc.steps[ref.onset])
     best = sc.best_before(onset)
-    shape = type_shape(
-        data.loss, ref.trend, peak_step, sigma, data.interval, cfg, sc.log_space, best
-    )
+    # typed from its last peak, not its highest: a loss back between two peaks is not back
+    # for good (a corrupt value at 1565, back at 1566, another at 1568)
+    last = max([peak_step, *(int(sc.steps[i]) for i in ref.peaks)])
+    shape = type_shape(data.loss, ref.trend, last, sigma, data.interval, cfg, sc.log_space, best)
     return Incident(
         id=0,
         metric=data.loss_name,
