@@ -46,6 +46,10 @@ class Symptoms:
     stretches: list[Stretch]
     nonfinite: int | None  # first NaN/Inf step of the metric from the onset
     last: Point | None  # last logged value of the run
+    # A NaN the log only reports (`Model diverged with loss = NaN`, stored as an event at
+    # the last step printed before it): the finite value logged at the peak step, which the
+    # page must not call NaN. None when the peak's logged value is the non-finite one.
+    reported: Point | None = None
 
 
 @dataclass
@@ -75,6 +79,11 @@ def symptoms(inc: Incident, frame: pl.DataFrame) -> Symptoms:
     target = inc.peak_step + LATER_STEPS
     col = series.column(frame, m)
     last = Point(int(col["step"][-1]), float(col["value"][-1])) if col.height else None
+    at_peak = col.filter(pl.col("step") == inc.peak_step)["value"]
+    logged = float(at_peak[0]) if at_peak.len() else None
+    reported = None
+    if not series.is_finite(peak.value) and logged is not None and series.is_finite(logged):
+        reported = Point(inc.peak_step, logged)
     return Symptoms(
         pre=_point(inc.onset_step, inc.pre_value),
         peak=peak,
@@ -87,6 +96,7 @@ def symptoms(inc: Incident, frame: pl.DataFrame) -> Symptoms:
         stretches=stretches(inc),
         nonfinite=None,
         last=last,
+        reported=reported,
     )
 
 

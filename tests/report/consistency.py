@@ -178,6 +178,10 @@ def _postmortem(
                    f"({row['peak_step']}, {row['peak_value']})")  # fmt: skip
     if m and not close(number(m.group(1)), _logged(store, run_id, row["metric"], int(m.group(2)))):
         out.append(f"peak {m.group(1)} is not the logged {row['metric']} at step {m.group(2)}")
+    m = re.search(rf"its last logged value, at step (\d+), is {NUM}", body)
+    if m and not close(number(m.group(2)), _logged(store, run_id, row["metric"], int(m.group(1)))):
+        out.append(f"last logged value {m.group(2)} is not the logged {row['metric']} at step "
+                   f"{m.group(1)}")  # fmt: skip
     m = re.search(rf"gradient norm peaked at {NUM} at step (\d+)", body)
     if m:
         step, value = int(m.group(2)), number(m.group(1))
