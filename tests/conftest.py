@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +31,20 @@ def fixtures_dir() -> Path:
 @pytest.fixture
 def tmp_db(tmp_path: Path) -> Path:
     return tmp_path / "test.duckdb"
+
+
+@pytest.fixture
+def analyzed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[Path, Path]]:
+    """`analyzed(path, ..., **AnalyzeOptions fields)`: `forensics analyze` of the paths
+    without replay into tmp_path/out and tmp_path/f.duckdb; returns (out, db). PNG export is
+    off: these tests read the Markdown, and a browser under load is slow to start."""
+    from forensics.analyze import AnalyzeOptions, analyze
+
+    monkeypatch.setenv("FORENSICS_CHROMIUM", "off")
+
+    def run(*paths: Path, **options: Any) -> tuple[Path, Path]:
+        out, db = tmp_path / "out", tmp_path / "f.duckdb"
+        analyze(list(paths), out=out, db=db, options=AnalyzeOptions(replay=False, **options))
+        return out, db
+
+    return run

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from forensics.analyze import AnalyzeOptions, analyze
 from forensics.store import open_store
 
 pytest.importorskip("torch.utils.tensorboard")
@@ -36,13 +36,10 @@ def _run(folder: Path) -> None:
 
 
 def test_a_second_corrupt_value_three_steps_later_is_recovered_from_after_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, analyzed: Callable[..., tuple[Path, Path]]
 ) -> None:
-    monkeypatch.setenv("FORENSICS_CHROMIUM", "off")  # the page is read, not its PNGs
     _run(tmp_path / "run")
-    out, db = tmp_path / "out", tmp_path / "f.duckdb"
-    opts = AnalyzeOptions(replay=False, min_severity="minor")
-    analyze([tmp_path / "run"], out=out, db=db, options=opts)
+    out, db = analyzed(tmp_path / "run", min_severity="minor")
     with open_store(db, read_only=True) as store:
         rows = store.query("SELECT * FROM incidents ORDER BY onset_step").to_dicts()
     (inc,) = [r for r in rows if r["onset_step"] <= 1565 <= (r["recovery_step"] or 10**9)]

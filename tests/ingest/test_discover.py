@@ -82,19 +82,40 @@ def _csv_logger_version(root: Path, version: int, steps: range, loss: float) -> 
     logger.finalize("success")
 
 
-def test_lightning_resume_with_a_new_log_interval_is_one_run(tmp_path: Path, tmp_db: Path) -> None:
-    """A run logged every 10 steps to 930, resumed with logging every 2 from 932: the steps
-    between were trained, not logged, so version_1 continues version_0 (issue: two runs)."""
+@pytest.mark.parametrize(
+    ("first", "second", "said"),
+    [
+        # logged every 10 steps to 930, resumed logging every 2 from 932: the steps between
+        # were trained, not logged (issue: two runs)
+        (range(10, 931, 10), range(932, 2037, 2), ["from step 932"]),
+        # a crash lost the rows CSVLogger had not flushed (every 100 steps) while the
+        # checkpoint restored is later: version_1 starts 64 steps after version_0's last
+        # row (read as two runs, the second 25 points, too short to judge)
+        (
+            range(16, 2161, 16),
+            range(2224, 2601, 16),
+            ["from step 2224", "steps 2161-2223 are in neither log"],
+        ),
+    ],
+    ids=["new_log_interval", "steps_no_log_holds"],
+)
+def test_a_lightning_resume_is_one_run(
+    tmp_path: Path, tmp_db: Path, first: range, second: range, said: list[str]
+) -> None:
+    """version_1 continues version_0 (a resumed Trainer opens a new version folder)."""
     pytest.importorskip("lightning")
     run = tmp_path / "run"
-    _csv_logger_version(run, 0, range(10, 931, 10), 3.0)
-    _csv_logger_version(run, 1, range(932, 2037, 2), 3.0)
+    _csv_logger_version(run, 0, first, 3.0)
+    _csv_logger_version(run, 1, second, 3.0)
     with open_store(tmp_db) as store:
         (summary,) = ingest(store, [run])
         steps = store.metrics_long(summary.run, ["loss"])["step"]
-    assert summary.run == "run" and steps.is_unique().all() and len(steps) == 93 + 553
+    assert (
+        summary.run == "run" and steps.is_unique().all() and len(steps) == len(first) + len(second)
+    )
     note = " ".join(summary.notes)
-    assert "version_1/metrics.csv continues version_0/metrics.csv from step 932" in note
+    assert "version_1/metrics.csv continues version_0/metrics.csv " + said[0] in note
+    assert all(part in note for part in said[1:])
 
 
 def test_resume_note_quotes_the_steps_logged_up_to_the_nan_end(
@@ -333,24 +354,6 @@ def test_a_folder_of_links_out_of_it_says_why_nothing_was_found(
     (root / "a.log").symlink_to(outside)
     with open_store(tmp_db) as store, pytest.raises(InputError, match=r"1 link\(s\) out of"):
         ingest(store, [root])
-
-
-def test_a_resume_after_steps_no_log_holds_is_one_run(tmp_path: Path, tmp_db: Path) -> None:
-    """A crash loses the rows a buffered logger had not written (CSVLogger flushes every 100
-    steps) while the checkpoint restored is later: version_1 starts 64 steps after
-    version_0's last row. It is the same run (it was read as two: the second, 25 points,
-    too short to judge), and the note names the steps neither log holds."""
-    pytest.importorskip("lightning")
-    run = tmp_path / "run"
-    _csv_logger_version(run, 0, range(16, 2161, 16), 3.0)
-    _csv_logger_version(run, 1, range(2224, 2601, 16), 3.0)
-    with open_store(tmp_db) as store:
-        (summary,) = ingest(store, [run])
-        steps = store.metrics_long(summary.run, ["loss"])["step"]
-    assert steps.is_unique().all() and len(steps) == 135 + 24
-    note = " ".join(summary.notes)
-    assert "version_1/metrics.csv continues version_0/metrics.csv from step 2224" in note
-    assert "steps 2161-2223 are in neither log" in note
 
 
 def test_a_stage_that_starts_far_after_the_other_ended_is_a_run_of_its_own(

@@ -11,13 +11,13 @@ run's metric ("100 logged steps of `loss_scale`"). The run is written by Summary
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from consistency import check_report
 
-from forensics.analyze import AnalyzeOptions, analyze
 from forensics.store import open_store
 
 pytest.importorskip("torch.utils.tensorboard")
@@ -43,12 +43,10 @@ def _fp16_run(folder: Path) -> dict[int, float]:
 
 
 def test_a_scale_collapse_is_quoted_at_its_lowest_and_the_loss_said_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, analyzed: Callable[..., tuple[Path, Path]]
 ) -> None:
-    monkeypatch.setenv("FORENSICS_CHROMIUM", "off")  # the pages are read, not their PNGs
     scales = _fp16_run(tmp_path / "run")
-    out, db = tmp_path / "out", tmp_path / "f.duckdb"
-    analyze([tmp_path / "run"], out=out, db=db, options=AnalyzeOptions(replay=False))
+    out, db = analyzed(tmp_path / "run")
     with open_store(db, read_only=True) as store:
         (inc,) = store.query("SELECT * FROM incidents").to_dicts()
         assert check_report(out, store, "run") == []

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from forensics.analyze import AnalyzeOptions, analyze
 from forensics.nonfinite import from_json
 from forensics.store import open_store
 
@@ -58,12 +58,10 @@ def _strict(text: str) -> Any:
 
 
 def test_an_infinite_gradient_ratio_is_stored_and_rendered_as_infinite(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, analyzed: Callable[..., tuple[Path, Path]]
 ) -> None:
-    monkeypatch.setenv("FORENSICS_CHROMIUM", "off")  # the page is read, not its PNGs
     _overflow_run(tmp_path / "run")
-    out, db = tmp_path / "out", tmp_path / "f.duckdb"
-    analyze([tmp_path / "run"], out=out, db=db, options=AnalyzeOptions(replay=False))
+    out, db = analyzed(tmp_path / "run")
     with open_store(db, read_only=True) as store:
         (inc,) = store.query("SELECT incident_id, peak_step, features FROM incidents").to_dicts()
         hyps = store.query(

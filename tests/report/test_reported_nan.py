@@ -9,13 +9,12 @@ divergence is filed at 31601 ("after step 31601"), and the page said "`loss` wen
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pytest
 from consistency import check_report
 
-from forensics.analyze import AnalyzeOptions, analyze
 from forensics.store import open_store
 
 TAIL = """\
@@ -41,12 +40,10 @@ def _log(path: Path) -> None:
 
 
 def test_a_reported_nan_is_not_quoted_as_the_logged_value(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, analyzed: Callable[..., tuple[Path, Path]]
 ) -> None:
-    monkeypatch.setenv("FORENSICS_CHROMIUM", "off")  # the page is read, not its PNGs
     _log(tmp_path / "train.log")
-    out, db = tmp_path / "out", tmp_path / "f.duckdb"
-    analyze([tmp_path / "train.log"], out=out, db=db, options=AnalyzeOptions(replay=False))
+    out, db = analyzed(tmp_path / "train.log")
     with open_store(db, read_only=True) as store:
         (inc,) = store.query("SELECT * FROM incidents").to_dicts()
         assert check_report(out, store, inc["run_id"]) == []
