@@ -30,7 +30,8 @@ FROZEN = {
 }
 # `forensics rules list` adds the rule loader and the plain-data vocabularies it checks
 # rules against (forensics/detect/vocab.py), not the detector (forensics.detect resolves its
-# exports lazily through forensics/lazy.py).
+# exports lazily through forensics/lazy.py), and forensics/nonfinite.py (stdlib only), which
+# spells a rule's evidence values.
 RULES_FROZEN = FROZEN | {
     "forensics.lazy",
     "forensics.detect",
@@ -39,6 +40,7 @@ RULES_FROZEN = FROZEN | {
     "forensics.detect.model",
     "forensics.detect.rules",
     "forensics.detect.vocab",
+    "forensics.nonfinite",
     "forensics.yamlio",
 }
 # `forensics formats` imports every reader module (the registry), which bind their
