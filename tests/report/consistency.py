@@ -46,6 +46,8 @@ ABS_PATH = re.compile(r"(?<![\w.])(?:/(?:work|home|tmp|root|Users|mnt|var)/|[A-Z
 LINK = re.compile(r"\]\(([^)]+)\)")
 BAD_WORDING = [
     (re.compile(r"\bin 0 steps\b"), "'in 0 steps'"),
+    # a clause the template opened without its first words: "(peak ( the LR first ...)"
+    (re.compile(r"\*\* \( "), "a space after an opening parenthesis"),
     (re.compile(r"-0\.0+\b"), "negative zero"),
     (re.compile(r"\d e-\d+ GPU-hours|\de-\d+ GPU-hours"), "exponent in GPU-hours"),
     (
