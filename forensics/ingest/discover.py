@@ -399,9 +399,12 @@ def _continued(
         # after 930; a crash loses the rows a buffered logger had not written, CSVLogger
         # flushing every 100 steps, while the checkpoint restored is later), by at most
         # half of what came before: a stage that starts further on is a run of its own.
-        half = max(1, (chain.hi - chain.lo) // 2)
+        # Measured on what the chain logged, NaN included: a run that logged NaN to
+        # 3068 (its finite values end at 1656) and was resumed at 3152 resumes 84 steps on.
+        end = chain.shown[1] if chain.shown else chain.hi
+        half = max(1, (end - chain.lo) // 2)
         gap = max(chain.spacing, spacing, half)
-        if chain.lo + half <= lo <= chain.hi + gap and hi > chain.hi:
+        if chain.lo + half <= lo <= end + gap and hi > chain.hi:
             return chain
     return None
 

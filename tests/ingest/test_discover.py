@@ -366,3 +366,25 @@ def test_a_stage_that_starts_far_after_the_other_ended_is_a_run_of_its_own(
     _csv_logger_version(run, 0, range(10, 1001, 10), 3.0)
     _csv_logger_version(run, 1, range(1800, 3001, 10), 3.0)
     assert len(_runs(tmp_db, run)) == 2
+
+
+def test_a_resume_after_a_nan_stretch_is_measured_from_the_last_logged_step(
+    tmp_path: Path, tmp_db: Path
+) -> None:
+    """version_0's loss is finite to 1656 and NaN to 3068 (an fp16 scaler skipping every
+    step keeps the weights finite), version_1 resumes at 3152 from a checkpoint saved in
+    between: 84 steps after version_0's last row, not 1496 after its last finite value."""
+    pytest.importorskip("lightning")
+    from lightning.pytorch.loggers import CSVLogger
+
+    run = tmp_path / "run"
+    logger = CSVLogger(save_dir=str(run), name="lightning_logs", version=0)
+    for s in range(4, 3069, 4):
+        logger.log_metrics({"train_loss": 3.0 - s / 4000 if s <= 1656 else float("nan")}, step=s)
+    logger.finalize("success")
+    _csv_logger_version(run, 1, range(3152, 3801, 4), 3.0)
+    with open_store(tmp_db) as store:
+        (summary,) = ingest(store, [run])
+    note = " ".join(summary.notes)
+    assert "continues version_0/metrics.csv from step 3152 (steps 4-3068 then 3152-3800)" in note
+    assert "steps 3069-3151 are in neither log" in note
