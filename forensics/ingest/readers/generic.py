@@ -186,6 +186,12 @@ _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (InternEvo)
 _WORD = re.compile(r"[A-Za-z]")
 _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step lines)
+# The same colour codes once a paste lost their ESC byte (GitHub and most terminals' copy
+# drop it): `[31mstep:  1  [32mloss: 12.2486 ... [35mmfu: 0.62%[39m`. Only style and
+# colour codes (0-9, 22-29, 30-49 with 38/48's `;`-lists, 90-107) and never one followed
+# by `]`, so that a bracketed duration (`[10m]`, `[5m]`) is left alone; the character
+# after the run is kept (no look-ahead in polars' regex).
+_BARE_SGR = r"(?:\[(?:(?:[0-9]|2[2-9]|[34][0-9]|9[0-7]|10[0-7])(?:;[0-9]{1,3})*)?m)+([^\]]|$)"
 _GLUED = re.compile(r"([A-Za-z%]{1,4})(?:[\s|,;)]|$)")
 _GLUED_NAME = re.compile(r"_|x[0-9a-fA-F]")  # `0_default`, `0x7fc6480`: a name, not a number
 _UNIT_GLUED = re.compile(r"^[^\s|,;:=()\[\]]+(?=[\s|,;])")
@@ -763,6 +769,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
     body = (
         pl.col("text")
         .str.replace_all(_ANSI, "")
+        .str.replace_all(_BARE_SGR, "${1}")
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
         .str.replace(_PREFIX, "")
         .str.replace_all(_MASKED_TAG, "[${1}]")

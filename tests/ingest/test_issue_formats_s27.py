@@ -1,0 +1,43 @@
+"""Training-log styles quoted in public GitHub issues and code (session 27), one test per style.
+
+Each fixture quotes the lines as printed where they were found (URL or source beside it).
+The tests check what the ingest stores through the library path the CLI calls, and each
+says what the reader did before.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from issue_log_helpers import stored as _stored
+
+# ----- torchtitan: colour codes that lost their ESC byte in the paste -----------------------
+# pytorch/torchtitan PR #3393 (https://github.com/pytorch/torchtitan/pull/3393) quotes these
+# step lines without colour; torchtitan prints each field in its colour (`\x1b[31mstep:`,
+# `\x1b[32mloss:`, `\x1b[38;2;180;60;0mgrad_norm:` ... `\x1b[39m`), and a copy from a
+# terminal or a GitHub comment drops the ESC byte and keeps the rest, as here. (A plot
+# script's comment quotes such a line: `[36mstep:   20,000 token: ...  [32mloss:  3.1234`.)
+TITAN_BARE_SGR = """\
+[rank0]:[titan] 2026-05-18 16:04:46,338 - root - INFO - [31mstep: 14  [32mloss:  3.24405  [38;2;180;60;0mgrad_norm:  0.8319  [38;2;54;234;195mmemory:  9.46GiB(64.99%)  [34mtps: 7,282  [36mtflops: 0.52  [35mmfu: 0.17%[39m
+[rank0]:[titan] 2026-05-18 16:04:47,456 - root - INFO - [31mstep: 15  [32mloss:  3.10680  [38;2;180;60;0mgrad_norm:  0.8587  [38;2;54;234;195mmemory:  9.46GiB(64.99%)  [34mtps: 7,334  [36mtflops: 0.53  [35mmfu: 0.17%[39m
+[rank0]:[titan] 2026-05-18 16:04:48,577 - root - INFO - [31mstep: 16  [32mloss:  3.05047  [38;2;180;60;0mgrad_norm:  0.5443  [38;2;54;234;195mmemory:  9.46GiB(64.99%)  [34mtps: 7,313  [36mtflops: 0.52  [35mmfu: 0.17%[39m
+"""  # noqa: E501
+
+
+def test_torchtitan_colour_codes_without_their_escape_byte(tmp_path: Path) -> None:
+    # before: the remnants were read as names and numbers: metrics `mstep`, `mloss`,
+    # `mgrad_norm` ..., every line at step 31 (the `[31m` before `step:`), no training loss
+    fmt, m, w = _stored(tmp_path, TITAN_BARE_SGR)
+    assert fmt == "generic_text"
+    assert m["loss"] == {14: 3.24405, 15: 3.1068, 16: 3.05047}
+    assert m["grad_norm"] == {14: 0.8319, 15: 0.8587, 16: 0.5443}
+    assert m["tokens_per_s"] == {14: 7282.0, 15: 7334.0, 16: 7313.0}
+    assert not any(k.startswith("m") and k != "memory" and k != "mfu_(%)" for k in m)
+    assert not any("no training loss" in x for x in w)
+
+
+def test_a_bracketed_duration_is_no_colour_code(tmp_path: Path) -> None:
+    # `[10m]` is followed by `]`: left as it is (not read as a colour code and removed)
+    _, m, _ = _stored(tmp_path, "step 1 loss 2.5 [10m]\nstep 2 loss nan [12m]\n")
+    assert m["loss"][1] == 2.5 and math.isnan(m["loss"][2])
