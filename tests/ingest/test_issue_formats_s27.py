@@ -41,3 +41,45 @@ def test_a_bracketed_duration_is_no_colour_code(tmp_path: Path) -> None:
     # `[10m]` is followed by `]`: left as it is (not read as a colour code and removed)
     _, m, _ = _stored(tmp_path, "step 1 loss 2.5 [10m]\nstep 2 loss nan [12m]\n")
     assert m["loss"][1] == 2.5 and math.isnan(m["loss"][2])
+
+
+# ----- OLMo-core: the console logger's step grouped in thousands ------------------------------
+# The console logger's block as a public test fixture quotes it ("What the OLMo-core
+# console logger actually writes"): `[step=100/2000,epoch=0,eta=5h11m]` with indented
+# `train/CE loss=6.2341`; public log parsers for OLMo-core runs match its step as
+# `\[step=([0-9,]+)/([0-9,]+),epoch=`: past 999 it is printed `1,000/2,000`. The steps and
+# values here follow that shape around a NaN.
+OLMO_CORE_THOUSANDS = """\
+2026-08-08 12:00:01 INFO [olmo_core.train.trainer:734] Training for 2,000 steps
+2026-08-08 12:01:00 INFO [olmo_core.train.callbacks.console_logger:68] [step=999/2,000,epoch=0,eta=5h11m]
+    optim/total grad norm=0.4017
+    train/CE loss=6.2341
+    train/PPL=511.9
+2026-08-08 12:04:00 INFO [olmo_core.train.callbacks.console_logger:68] [step=1,000/2,000,epoch=0,eta=4h58m]
+    optim/total grad norm=37.5
+    train/CE loss=nan
+    train/PPL=nan
+2026-08-08 12:05:00 INFO [olmo_core.train.callbacks.console_logger:68] [step=1,001/2,000,epoch=0,eta=4h57m]
+    optim/total grad norm=nan
+    train/CE loss=nan
+"""  # noqa: E501
+
+# A hand-written loop's `f"step: {step:,} | train loss: {tl:.8f} | ..."` (public source)
+STEP_THOUSANDS = """\
+step: 999 | train loss: 3.12340000 | train ppl: 22.7
+step: 1,000 | train loss: 3.13010000 | train ppl: 22.9
+step: 1,001 | train loss: nan | train ppl: nan
+"""
+
+
+def test_olmo_core_steps_grouped_in_thousands(tmp_path: Path) -> None:
+    # before: "2 lines whose step field is not an integer: ignored": the NaN at 1,000 and
+    # everything after step 999 was lost, with the indented values under them
+    fmt, m, w = _stored(tmp_path, OLMO_CORE_THOUSANDS)
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == [999, 1000, 1001] and m["loss"][999] == 6.2341
+    assert math.isnan(m["loss"][1000]) and math.isnan(m["loss"][1001])
+    assert m["grad_norm"][1000] == 37.5 and math.isnan(m["grad_norm"][1001])
+    assert not any("not an integer" in x for x in w)
+    _, m, _ = _stored(tmp_path, STEP_THOUSANDS)
+    assert sorted(m["loss"]) == [999, 1000, 1001] and math.isnan(m["loss"][1001])

@@ -1493,7 +1493,11 @@ def _steps(hit: pl.DataFrame, headers: pl.DataFrame | None, notes: list[str]) ->
 
 def _integer(raw: pl.Expr) -> pl.Expr:
     """A printed counter as an integer: `540`, or `540.0` as Lightning prints every logged
-    metric (NeMo's progress bar `global_step=540.0`); a fraction (`1.5`) is no counter."""
+    metric (NeMo's progress bar `global_step=540.0`); a fraction (`1.5`) is no counter.
+    A counter grouped in thousands (`step: 20,000`, Python's `{step:,}`) is the number NUM
+    matched whole, as its values are: without the commas it would not parse and every
+    line past step 999 would lose its step."""
+    raw = raw.str.replace_all(",", "", literal=True)
     f = raw.cast(pl.Float64, strict=False)
     whole = pl.when(f.is_finite() & (f == f.floor())).then(f.cast(pl.Int64, strict=False))
     return pl.coalesce(raw.cast(pl.Int64, strict=False), whole)
