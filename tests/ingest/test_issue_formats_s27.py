@@ -83,3 +83,26 @@ def test_olmo_core_steps_grouped_in_thousands(tmp_path: Path) -> None:
     assert not any("not an integer" in x for x in w)
     _, m, _ = _stored(tmp_path, STEP_THOUSANDS)
     assert sorted(m["loss"]) == [999, 1000, 1001] and math.isnan(m["loss"][1001])
+
+
+# ----- OLMo-core: an evaluator named with a number ---------------------------------------------
+# Public scripts over OLMo-core runs read the evaluator's line as
+# `dclm-validation-0802/CE loss=([0-9]+(?:\.[0-9]+)?)` beside `train/CE loss=`; here it
+# stands in the block of a step whose training loss is NaN.
+OLMO_CORE_EVALUATOR = """\
+2026-08-08 12:01:00 INFO [olmo_core.train.callbacks.console_logger:68] [step=200/2000,epoch=0,eta=5h11m]
+    train/CE loss=6.2341
+    train/PPL=511.9
+2026-08-08 12:04:00 INFO [olmo_core.train.callbacks.console_logger:68] [step=300/2000,epoch=0,eta=4h58m]
+    train/CE loss=nan
+    train/PPL=nan
+    dclm-validation-0802/CE loss=3.2101
+"""  # noqa: E501
+
+
+def test_olmo_core_evaluator_name_with_a_number_is_not_the_training_loss(tmp_path: Path) -> None:
+    # before: `0802` was a value slot and the key `/CE loss` the training loss: loss at 300
+    # was 3.2101 (the validation value, by the "canonical name" rule), the NaN hidden
+    _, m, _ = _stored(tmp_path, OLMO_CORE_EVALUATOR)
+    assert m["loss"][200] == 6.2341 and math.isnan(m["loss"][300])
+    assert m["dclm_validation_0802/ce_loss"] == {300: 3.2101}

@@ -186,6 +186,11 @@ _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (InternEvo)
 _WORD = re.compile(r"[A-Za-z]")
 _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step lines)
+# A name segment that ends in a number before a `/` and a word (OLMo-core's evaluator
+# `dclm-validation-0802/CE loss=3.21`): the number is part of the name, not a value; left
+# a number, the key was `/CE loss`, the training loss, and the validation value stood in
+# for it. Joined with `_` (as the metric name writes `-` anyway) so NUM's \b skips it.
+_NAMED_NUMBER = r"([A-Za-z])-(\d+)/([A-Za-z])"
 # The same colour codes once a paste lost their ESC byte (GitHub and most terminals' copy
 # drop it): `[31mstep:  1  [32mloss: 12.2486 ... [35mmfu: 0.62%[39m`. Only style and
 # colour codes (0-9, 22-29, 30-49 with 38/48's `;`-lists, 90-107) and never one followed
@@ -770,6 +775,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         pl.col("text")
         .str.replace_all(_ANSI, "")
         .str.replace_all(_BARE_SGR, "${1}")
+        .str.replace_all(_NAMED_NUMBER, "${1}_${2}/${3}")
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
         .str.replace(_PREFIX, "")
         .str.replace_all(_MASKED_TAG, "[${1}]")
