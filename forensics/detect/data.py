@@ -31,6 +31,7 @@ AUX_METRICS = (
     "consumed_tokens",
     "iter_time_ms",
     "iter_time_s",
+    "epoch",  # where an epoch begins the loss may step down (typing.fit_trend's `shifts`)
 )
 # The metrics the cause rules read: what "not logged" is reported against.
 CAUSE_METRICS = ("grad_norm", "lr", "loss_scale", "skipped_iters", "param_norm", "adam_v_mean")

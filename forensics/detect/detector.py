@@ -45,7 +45,32 @@ def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
     ok = np.isfinite(v)
     if ok.any() and np.all(v[ok] > 0):
         ok &= v > 0
-    return screen_series(data.loss.steps[ok], v[ok], cfg)
+    sc = screen_series(data.loss.steps[ok], v[ok], cfg)
+    sc.shifts = schedule_shifts(data)
+    return sc
+
+
+def schedule_shifts(data: RunData) -> np.ndarray:
+    """Steps where the schedule moves the loss's level: the first logged step of each new
+    epoch (the logged `epoch` passes an integer: the model sees its data again) and each
+    logged LR drop of 2x or more between two logged points (a step-decay milestone)."""
+    out: list[np.ndarray] = []
+    for name, shifted in (("epoch", _new_epoch), ("lr", _lr_drop)):
+        if data.has(name):
+            m = data.aux[name]
+            ok = np.isfinite(m.values)
+            st, v = m.steps[ok], m.values[ok]
+            if len(v) > 1:
+                out.append(st[1:][shifted(v[:-1], v[1:])])
+    return np.unique(np.concatenate(out)) if out else np.zeros(0, np.int64)
+
+
+def _new_epoch(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    return np.floor(after) > np.floor(before)
+
+
+def _lr_drop(before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    return (after > 0) & (before >= 2 * after)
 
 
 def _joins(cur: Incident, sc: Screen, onset: int, cfg: DetectConfig) -> bool:
@@ -375,7 +400,9 @@ def _overlaps(c: ev.Cluster, inc: Incident, gap: float, last_step: int) -> bool:
 def event_incident(c: ev.Cluster, sc: Screen, data: RunData, cfg: DetectConfig) -> Incident:
     """An incident formed by events alone (non-finite values, absurd gradient, scale collapse)."""
     peak = c.peak_step()
-    trend = fit_trend(sc.steps, sc.x, c.first, cfg, _trend_points(sc), log=sc.log_space)
+    trend = fit_trend(
+        sc.steps, sc.x, c.first, cfg, _trend_points(sc), log=sc.log_space, shifts=sc.shifts
+    )
     sigma = _sigma_at(sc, c.first)
     best = sc.best_before(c.first)
     shape = type_shape(data.loss, trend, c.last, sigma, data.interval, cfg, sc.log_space, best)

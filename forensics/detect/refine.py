@@ -84,7 +84,9 @@ def refine(
     sigma = float(sc.sigma[lo])
     thr = onset_threshold(sigma, cfg)
     onset = walk_back(sc, lo, thr, cfg.trend_points)
-    trend = fit_trend(sc.steps, sc.x, int(sc.steps[onset]), cfg, usable, log=sc.log_space)
+    trend = fit_trend(
+        sc.steps, sc.x, int(sc.steps[onset]), cfg, usable, log=sc.log_space, shifts=sc.shifts
+    )
     startup = onset < sc.burn_in
     if startup:  # segments from the onset on: before it the descent is above a flat trend
         trend = flat_at(trend, int(sc.steps[onset]))

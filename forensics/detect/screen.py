@@ -11,7 +11,7 @@ thresholds the same at loss 10 and at loss 2.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -42,6 +42,9 @@ class Screen:
     z_need: np.ndarray  # sigmas the point test asked for at each point
     log_space: bool = True
     both_sides_from: int | None = None  # first start-up index the both-sides test judged
+    # steps where the schedule shifts the loss's level (an epoch begins, the LR drops 2x or
+    # more): a step down there is the curve's, not a corrupt shard's (typing.fit_trend)
+    shifts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def best_before(self, step: int) -> float | None:
         """Lowest trend level after start-up and before `step` (log units), if any."""

@@ -77,11 +77,13 @@ def fit_trend(
     usable: np.ndarray | None = None,
     *,
     log: bool = True,
+    shifts: np.ndarray | None = None,
 ) -> Trend:
     """Robust local power law on the points before the onset (see module doc). `usable`
     masks out points that belong to earlier incidents or to start-up, when enough remain;
-    `log`: whether x is log loss (Screen.log_space), kept on the trend."""
-    return replace(_fit(steps, x, onset_step, cfg, usable), log=log)
+    `log`: whether x is log loss (Screen.log_space), kept on the trend; `shifts`: steps
+    where the schedule moves the loss's level (Screen.shifts)."""
+    return replace(_fit(steps, x, onset_step, cfg, usable, shifts), log=log)
 
 
 def _fit(
@@ -90,6 +92,7 @@ def _fit(
     onset_step: int,
     cfg: DetectConfig,
     usable: np.ndarray | None,
+    shifts: np.ndarray | None = None,
 ) -> Trend:
     span = max(cfg.pre_steps, cfg.pre_fraction * onset_step)
     lo, hi = np.searchsorted(steps, [onset_step - span, onset_step], side="left")
@@ -102,7 +105,7 @@ def _fit(
     if len(xs) == 0:
         return Trend(float(x[min(hi, len(x) - 1)]) if len(x) else 0.0, 0.0, float(onset_step), 0)
     trend = _two_halves(st, xs)
-    cut = _last_step_down(st, xs, trend, cfg)
+    cut = _last_step_down(st, xs, trend, cfg, shifts)
     if cut:
         st, xs = st[cut:], xs[cut:]
         trend = _two_halves(st, xs)
@@ -154,7 +157,9 @@ def _diff_noise(xs: np.ndarray) -> float:
     return float(np.median(np.abs(d - np.median(d)))) * 1.4826 / np.sqrt(2)
 
 
-def _last_step_down(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectConfig) -> int:
+def _last_step_down(
+    st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectConfig, shifts: np.ndarray | None
+) -> int:
     """Index just after a step down in the fitted history (0: none). An epoch boundary or an
     LR milestone drops the loss by several percent within a few steps; a power law fitted
     across the drop is steeper than the curve on either side, so extrapolated past the onset
@@ -163,7 +168,10 @@ def _last_step_down(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectCon
     when the median of the STEP_POINTS residuals before it exceeds that of the STEP_POINTS
     after it by trend_step_min and 4 standard errors, held for trend_step_points points and
     trend_step_hold steps up to the onset: a degenerate shard's collapse below the trend
-    also steps down, but the onset follows it closely (its damage, or its end)."""
+    also steps down, but the onset follows it closely (its damage, or its end). A step
+    that begins within SHIFT_POINTS logged points of a schedule shift (`shifts`: an epoch
+    start, an LR milestone) is the curve's own whatever its hold: a spike 160 steps after
+    an epoch's drop is judged against the new level, not a trend across the drop."""
     k = STEP_POINTS
     n = len(xs)
     if n < k + cfg.trend_step_points:
@@ -173,12 +181,26 @@ def _last_step_down(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectCon
     bar = max(float(np.log1p(cfg.trend_step_min)), 4 * MEDIAN_SE * noise * np.sqrt(2 / k))
     med = np.median(np.lib.stride_tricks.sliding_window_view(r, k), axis=1)  # med[i]: r[i:i+k]
     cuts = np.arange(k, n - cfg.trend_step_points + 1)
-    cuts = cuts[(st[-1] - st[cuts] >= cfg.trend_step_hold) & (cuts <= len(med) - 1)]
+    held = (st[-1] - st[cuts] >= cfg.trend_step_hold) | _at_shift(st, cuts, shifts)
+    cuts = cuts[held & (cuts <= len(med) - 1)]
     if not len(cuts):
         return 0
     drop = med[cuts - k] - med[cuts]
     best = int(np.argmax(drop))
     return int(cuts[best]) if drop[best] >= bar else 0
+
+
+SHIFT_POINTS = 3  # a schedule shift shows in the loss within this many logged points
+
+
+def _at_shift(st: np.ndarray, cuts: np.ndarray, shifts: np.ndarray | None) -> np.ndarray:
+    """Which candidate cuts (indices into st) fall at or just after a schedule shift: the
+    shift lies between the SHIFT_POINTS-th point before the cut and the cut."""
+    if shifts is None or not len(shifts):
+        return np.zeros(len(cuts), bool)
+    lo = st[np.maximum(cuts - SHIFT_POINTS, 0)]
+    first = np.searchsorted(shifts, lo, side="left")
+    return (first < len(shifts)) & (shifts[np.minimum(first, len(shifts) - 1)] <= st[cuts])
 
 
 def forward_median(x: np.ndarray, k: int, min_samples: int = 1) -> np.ndarray:
