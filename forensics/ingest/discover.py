@@ -198,6 +198,11 @@ class _Chain:
     # the steps it logged, NaN included, as a note quotes them (lo..hi count finite values)
     shown: tuple[int, int] | None = None
 
+    @property
+    def logged(self) -> tuple[int | None, int | None]:
+        """First and last step it logged, NaN included (else of its finite values)."""
+        return self.shown or (self.lo, self.hi)
+
 
 # (first step, last step, median steps between logged points) of a source
 StepRange = Callable[[Source], tuple[int, int, int] | None]
@@ -258,7 +263,7 @@ def _logged_range(src: Source) -> tuple[int, int] | None:
 
 def _span(chain: _Chain) -> str:
     """`lo-hi` of a chain as logged (NaN included), else of its finite values."""
-    lo, hi = chain.shown or (chain.lo, chain.hi)
+    lo, hi = chain.logged
     return f"{lo}-{hi}"
 
 
@@ -401,7 +406,9 @@ def _continued(
         # half of what came before: a stage that starts further on is a run of its own.
         # Measured on what the chain logged, NaN included: a run that logged NaN to
         # 3068 (its finite values end at 1656) and was resumed at 3152 resumes 84 steps on.
-        end = chain.shown[1] if chain.shown else chain.hi
+        end = chain.logged[1]
+        if end is None:
+            continue
         half = max(1, (end - chain.lo) // 2)
         gap = max(chain.spacing, spacing, half)
         if chain.lo + half <= lo <= end + gap and hi > chain.hi:
@@ -411,7 +418,7 @@ def _continued(
 
 def _unlogged(chain: _Chain, lo: int | None, spacing: int) -> str:
     """The steps neither log holds, when the resume starts more than a log interval on."""
-    end = chain.shown[1] if chain.shown else chain.hi
+    end = chain.logged[1]
     if lo is None or end is None or lo <= end + max(chain.spacing, spacing):
         return ""
     return f"; steps {end + 1}-{lo - 1} are in neither log (trained, not logged)"
