@@ -56,3 +56,13 @@ def spell(x: float) -> str:
     if math.isnan(x):
         return "NaN"
     return "+Inf" if x > 0 else "-Inf"
+
+
+def signed_percent(x: float, decimals: int = 0) -> str:
+    """A relative change as a signed percentage (0.027 -> "+2.7%" with one decimal). A
+    change that rounds to nothing is "+0%", never "-0.0%": a near-miss's "loss -0.0% vs
+    trend" read as a drop that was not there. Non-finite values are spelled."""
+    if not math.isfinite(x):
+        return spell(x)
+    value = round(x * 100, decimals) + 0.0  # + 0.0 turns a rounded -0.0 into 0.0
+    return f"{value:+.{decimals}f}%"

@@ -38,6 +38,7 @@ from forensics.detect.screen import (
 from forensics.detect.tails import tail_evidence
 from forensics.detect.typing import DIVERGENT, Trend, fit_trend, point_allowance, type_shape
 from forensics.detect.unread import unread_metrics, without
+from forensics.nonfinite import signed_percent
 
 
 def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
@@ -455,9 +456,10 @@ def _quiet_near_miss(inc: Incident, rise: GradientRise, data: RunData) -> NearMi
     value = float(inc.peak_value or 0.0)
     ratio = value / base if base else float("nan")
     g = data.aux["grad_norm"].at_or_before(inc.peak_step)
+    jump, lift = signed_percent(ratio - 1, 1), signed_percent(float(np.expm1(rise.rise)))
     detail = (
-        f"loss jumped {ratio - 1:+.1%} above its trend and came back with no gradient counterpart "
-        f"(grad norm {g:.3g} at the jump; over the jump's steps it rose {np.expm1(rise.rise):+.0%} "
+        f"loss jumped {jump} above its trend and came back with no gradient counterpart "
+        f"(grad norm {g:.3g} at the jump; over the jump's steps it rose {lift} "
         f"above its level, as {rise.chance:.1%} of the run's {rise.windows} other gradient "
         "windows do: within its own noise): a heavy-tailed loss point, not a batch spike"
     )
@@ -517,8 +519,9 @@ def _loss_near_misses(
         step = int(sc.steps[i])
         if any(inc.onset_step <= step <= inc.span_end for inc in incidents):
             continue
+        lift = signed_percent(float(np.expm1(sc.lift[i])))
         detail = (
-            f"loss {np.expm1(sc.lift[i]):+.0%} over the median of the points before it at "
+            f"loss {lift} over the median of the points before it at "
             f"{z[i]:.1f}σ of this log's noise, under the {sc.z_need[i]:.0f}σ bar for a spike"
         )
         value, base = float(np.exp(sc.x[i])), float(np.exp(sc.x[i] - sc.lift[i]))
@@ -543,7 +546,8 @@ def _grad_near_misses(
         loss = data.loss.at_or_before(int(step))
         i = min(max(int(np.searchsorted(sc.steps, step, side="right")) - 1, 0), len(sc.steps) - 1)
         if loss and len(sc.steps) and np.isfinite(sc.trend[i]) and sc.log_space and loss > 0:
-            detail += f" (loss {np.exp(np.log(loss) - sc.trend[i]) - 1:+.1%} vs trend)"
+            off = float(np.exp(np.log(loss) - sc.trend[i]) - 1)
+            detail += f" (loss {signed_percent(off, 1)} vs trend)"
         if clip is not None:  # the logged norm is the pre-clip one (HF, Megatron, OLMo)
             acted = float(value) > float(clip)
             detail += (

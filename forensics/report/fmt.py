@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from forensics.nonfinite import spell
+from forensics.nonfinite import signed_percent, spell
 
 MISSING = "n/a"
 
@@ -43,7 +43,7 @@ def pct(value: Any, signed: bool = False) -> str:
     """A fraction as a percentage (0.82 -> 82%)."""
     if value is None or not isinstance(value, int | float) or not math.isfinite(value):
         return MISSING
-    return f"{value * 100:+.0f}%" if signed else f"{value * 100:.0f}%"
+    return signed_percent(value) if signed else f"{value * 100:.0f}%"
 
 
 def share(value: Any) -> str:
