@@ -19,6 +19,7 @@ from forensics.detect.config import DetectConfig
 from forensics.detect.data import RunData, logged_lr_top, number
 from forensics.detect.model import Evidence, Finding, Incident
 from forensics.detect.rules import Rule
+from forensics.detect.schedule import config_lr_frac, schedule_step
 
 COMPETE_MARGIN = 0.2
 # "end of warm-up": the onset is within this fraction of the warm-up length (at least
@@ -84,13 +85,16 @@ def lr_phase(inc: Incident, data: RunData) -> None:
     90% of the peak LR or more after that, or anywhere at that level when the logged LR
     starts at its top: no warm-up in the log), decay (LR below 90% of its peak after it),
     constant (the LR never changed), unknown (no `lr` logged and no `warmup_steps` in the
-    config).
+    config). With the LR known from the config only, past the warm-up the schedule the
+    config names decides peak or decay (schedule.config_lr_frac, as the features read it);
+    a config without one gives "after warm-up": a cosine run had been called at its "peak"
+    at 57% of it.
     """
     warm_cfg = number(data.config.get("warmup_steps"))
     if not data.has("lr"):
         if warm_cfg:
             inc.lr_peak_step = int(warm_cfg)
-            inc.lr_phase = _phase_by_step(inc.onset_step, warm_cfg)
+            inc.lr_phase = _config_phase(inc.onset_step, warm_cfg, data)
         return
     lr = data.aux["lr"]
     ok = np.isfinite(lr.values)
@@ -115,6 +119,16 @@ def lr_phase(inc: Incident, data: RunData) -> None:
         inc.lr_phase = "peak"
     else:
         inc.lr_phase = _phase_by_step(inc.onset_step, float(peak_step))
+
+
+def _config_phase(onset: int, warm: float, data: RunData) -> str:
+    phase = _phase_by_step(onset, warm)
+    if phase != "peak":
+        return phase
+    frac = config_lr_frac(schedule_step(data, onset), data.config)
+    if frac is None:
+        return "after warm-up"
+    return "peak" if frac >= DECAY_FRACTION else "decay"
 
 
 def _phase_by_step(onset: int, peak_step: float) -> str:

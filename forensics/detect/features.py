@@ -16,7 +16,7 @@ from forensics.detect.classify import DECAY_FRACTION
 from forensics.detect.config import DetectConfig
 from forensics.detect.data import Metric, RunData, logged_lr_top, number
 from forensics.detect.model import FeatureValue, Incident
-from forensics.detect.schedule import config_lr_frac
+from forensics.detect.schedule import config_lr_frac, schedule_step
 from forensics.detect.typing import nonfinite_tail
 from forensics.detect.vocab import FEATURES
 
@@ -609,22 +609,12 @@ def _optimizer(
         out["lr_frac_peak"] = _ratio(data.aux["lr"].at_or_before(inc.peak_step), ctx.peak_lr)
         out["lr_source"] = "log"
     else:
-        out["lr_frac"] = config_lr_frac(_schedule_step(data, inc.onset_step), data.config)
-        out["lr_frac_peak"] = config_lr_frac(_schedule_step(data, inc.peak_step), data.config)
+        out["lr_frac"] = config_lr_frac(schedule_step(data, inc.onset_step), data.config)
+        out["lr_frac_peak"] = config_lr_frac(schedule_step(data, inc.peak_step), data.config)
         out["lr_source"] = "config" if out["lr_frac"] is not None else None
     if data.has("adam_v_mean"):
         out.update(_beta2_eff(data.aux["adam_v_mean"], inc, cfg))
     return out
-
-
-def _schedule_step(data: RunData, step: int) -> float:
-    """The step the LR scheduler has reached: Megatron does not advance it on an iteration
-    its fp16 scaler skipped, so the skipped iterations logged before `step` are taken off."""
-    if not data.has("skipped_iters"):
-        return float(step)
-    m = data.aux["skipped_iters"]
-    before = m.values[(m.steps <= step) & np.isfinite(m.values)]
-    return float(step - before.sum())
 
 
 def _precision(v: object) -> str | None:

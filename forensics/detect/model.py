@@ -124,7 +124,8 @@ class Incident:
     # the last one of a lingering/divergent incident. Steps lost is their total (recovery.py).
     off_trend: list[tuple[int, int | None]] = field(default_factory=list)
     severity: str = "minor"  # minor < moderate < major < critical, from the cost
-    lr_phase: str = "unknown"  # warm-up, end of warm-up, peak, decay, constant, unknown
+    # warm-up, end of warm-up, peak, decay, constant, after warm-up (config: no schedule), unknown
+    lr_phase: str = "unknown"
     lr_at_onset: float | None = None
     lr_peak_step: int | None = None
     seconds_per_step: float | None = None  # the factors the cost was priced with

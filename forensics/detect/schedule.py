@@ -30,10 +30,22 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from forensics.detect.data import number
+import numpy as np
+
+from forensics.detect.data import RunData, number
 
 # WSD decays in its last 10-20% (MiniCPM: 10%); a step in the first half is surely stable.
 WSD_SURELY_STABLE = 0.5
+
+
+def schedule_step(data: RunData, step: int) -> float:
+    """The step the LR scheduler has reached: Megatron does not advance it on an iteration
+    its fp16 scaler skipped, so the skipped iterations logged before `step` are taken off."""
+    if not data.has("skipped_iters"):
+        return float(step)
+    m = data.aux["skipped_iters"]
+    before = m.values[(m.steps <= step) & np.isfinite(m.values)]
+    return float(step - before.sum())
 
 
 def config_lr_frac(step: float, config: Mapping[str, object]) -> float | None:

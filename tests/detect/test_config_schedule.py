@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from forensics.analyze import AnalyzeOptions, analyze
-from forensics.detect.features import _schedule_step
-from forensics.detect.schedule import config_lr_frac
+from forensics.detect.schedule import config_lr_frac, schedule_step
 from forensics.detect.store import load_run
 from forensics.ingest import ingest
 from forensics.ingest.config import add_canonical
@@ -67,7 +66,7 @@ def test_megatron_cosine_matches_the_real_log_once_skips_are_taken_off(
     assert (cfg["lr_schedule"], cfg["warmup_steps"], cfg["lr_decay_steps"]) == ("cosine", 8, 800)
     assert len(logged) == 20
     for step, lr in logged:
-        frac = config_lr_frac(_schedule_step(data, step), cfg)
+        frac = config_lr_frac(schedule_step(data, step), cfg)
         assert frac is not None and frac * 1.5e-4 == pytest.approx(lr, rel=2e-3, abs=1e-8)
     # without the skips the schedule runs ahead: at iteration 10 it would be at its peak
     assert config_lr_frac(10, cfg) == pytest.approx(1.0, abs=1e-4) and logged[0] == (10, 0.0)
