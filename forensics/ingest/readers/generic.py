@@ -191,6 +191,11 @@ _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step li
 # a number, the key was `/CE loss`, the training loss, and the validation value stood in
 # for it. Joined with `_` (as the metric name writes `-` anyway) so NUM's \b skips it.
 _NAMED_NUMBER = r"([A-Za-z])-(\d+)/([A-Za-z])"
+# A parameter group's index in a name (OLMo-core's `optim/LR (group 0)=3.0e-04`, one line per
+# group): part of the name, not a value. Left a number, the line had no key before its value
+# (`)=`) and the learning rate was lost; joined with `_` (`group_0`) so NUM skips it, and
+# each group keeps its own name (group 1 never overwrites group 0, the run's `lr`).
+_GROUP_INDEX = r"\((group) (\d+)\)"
 # The same colour codes once a paste lost their ESC byte (GitHub and most terminals' copy
 # drop it): `[31mstep:  1  [32mloss: 12.2486 ... [35mmfu: 0.62%[39m`. Only style and
 # colour codes (0-9, 22-29, 30-49 with 38/48's `;`-lists, 90-107) and never one followed
@@ -776,6 +781,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .str.replace_all(_ANSI, "")
         .str.replace_all(_BARE_SGR, "${1}")
         .str.replace_all(_NAMED_NUMBER, "${1}_${2}/${3}")
+        .str.replace_all(_GROUP_INDEX, "(${1}_${2})")
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
         .str.replace(_PREFIX, "")
         .str.replace_all(_MASKED_TAG, "[${1}]")
