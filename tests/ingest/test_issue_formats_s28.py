@@ -10,7 +10,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 from issue_log_helpers import stored as _stored
+
+from forensics.errors import UnknownFormatError
 
 # ----- OLMo-core: the learning rate of each parameter group -----------------------------------
 # OLMo-core's train modules record `self.trainer.record_metric(f"LR (group {group_idx})",
@@ -42,3 +45,47 @@ def test_olmo_core_learning_rate_of_the_first_group_is_the_lr(tmp_path: Path) ->
     assert m["optim/lr_(group_1)"] == {999: 3.0e-05, 1000: 2.9e-05}
     assert m["loss"][999] == 6.2341 and math.isnan(m["loss"][1000])
     assert not any("lines ignored" in x for x in w)
+
+
+# ----- yanmtt: a bare counter and the loss ----------------------------------------------------
+# prajdabre/yanmtt's pretrain_nmt.py / train_nmt.py print `print(ctr, lv)` every 10 batches.
+# Quoted as printed in https://github.com/prajdabre/yanmtt/issues/7 ("Nan loss after 70K
+# steps on the pre-training"):
+YANMTT_NAN = """\
+76930 2.6496577
+76940 2.59109
+76950 2.596339
+76960 2.735384
+76970 2.6265104
+76980 nan
+76990 nan
+Saving the model
+Loading from checkpoint
+Loading from checkpoint
+77000 nan
+77010 nan
+"""
+
+
+def test_yanmtt_counter_and_loss_lines(tmp_path: Path) -> None:
+    # before: no format recognised the file (two bare numbers name nothing): the NaN from
+    # batch 76980 on was never read
+    fmt, m, w = _stored(tmp_path, YANMTT_NAN)
+    assert fmt == "generic_text"
+    assert sorted(m) == ["loss"]
+    assert m["loss"][76930] == 2.6496577 and m["loss"][76970] == 2.6265104
+    assert [s for s, v in m["loss"].items() if math.isnan(v)] == [76980, 76990, 77000, 77010]
+    assert any("print(ctr, lv)" in x for x in w)
+
+
+def test_two_numbers_that_are_no_counter_and_loss_stay_unread(tmp_path: Path) -> None:
+    # a counter that does not rise, or a value that is always an integer, is no such log;
+    # nor are pair lines beside the records of another kind of line
+    _, m, _ = _stored(tmp_path, "step 1 loss 2.5\nstep 2 loss 2.4\n10 0.5\n20 0.4\n30 0.3\n")
+    assert sorted(m) == ["loss"] and sorted(m["loss"]) == [1, 2]
+    records = "step 1 loss 2.5\nstep 2 loss 2.4\n"
+    for pairs in ("30 2.5\n20 2.4\n10 2.3\n", "10 2\n20 4\n30 6\n"):
+        _, m, _ = _stored(tmp_path, records + pairs)
+        assert m == {"loss": {1: 2.5, 2: 2.4}}
+        with pytest.raises(UnknownFormatError):  # alone: still no log the reader knows
+            _stored(tmp_path, pairs)

@@ -162,6 +162,8 @@ _NEW_SCALE = (
     r"(?i).*\b(?:(?:reducing|scale)\s+to:?|scale_after:)\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
 )
 _COUNTER = re.compile(r"\x00\s*/\s*\x00")  # an `i / N` progress counter in a template
+# a line of two numbers and nothing else (yanmtt's `76980 nan`): see _step_value_pairs
+_PAIR_LINE = r"^\s*\x00[ \t]+\x00\s*$"
 _BAR = re.compile(r"%\|[^|\x00]*\|")  # tqdm's bar glyphs, which vary from line to line
 # `Epoch 2/10` alone on a line (Keras): the epoch of the records after it.
 _EPOCH_HEADER = re.compile(r"^\s*(?i:epoch)\s*\x00(?:\s*/\s*\x00)?\s*:?\s*$")
@@ -908,6 +910,28 @@ def _counts_before_values(
             break
 
 
+def _step_value_pairs(prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]) -> bool:
+    """A log whose records are bare `<counter> <value>` lines (yanmtt prints `print(ctr,
+    lv)` every 10 batches: `76970 2.6265104`, then `76980 nan`): the counter is the step
+    and the number the training loss. Two numbers on a line say nothing by themselves, so
+    only where no other kind of line is a record, such lines are at least half of the
+    lines with numbers, the counter rises on every line and the value is not always an
+    integer (a loss, not a table of counts). Before, such a log was no known format."""
+    numeric = prepared.filter(pl.col("tpl").str.contains(SLOT, literal=True))
+    pairs = numeric.filter(pl.col("tpl").str.contains(_PAIR_LINE))
+    if pairs.height < 2 or pairs.height * 2 < numeric.height or pairs["tpl"].n_unique() > 1:
+        return False
+    text = str(pairs["tpl"][0])
+    if not _rising_count(prepared, text, 0, 1):
+        return False
+    found[text] = Template(text, pairs.height, step_slot=0, names={1: "loss"})
+    notes.append(
+        f"generic reader: {pairs.height} lines print only a rising counter and a number "
+        "(yanmtt's `print(ctr, lv)`): the counter is the step, the number the training loss"
+    )
+    return True
+
+
 def _rising_count(prepared: pl.DataFrame, text: str, slot: int, value: int) -> bool:
     """The lines of template `text` print an integer in `slot` that rises from line to line,
     and in `value` a number that is not always an integer (a loss, not another count)."""
@@ -1194,7 +1218,7 @@ def extract(
     if any(t.bar and t.is_record for t in found.values()):
         _attach_to_bars(found, notes)
     elif not any(t.is_record for t in found.values()):
-        if not _number_in_order(found, notes):
+        if not _step_value_pairs(prepared, found, notes) and not _number_in_order(found, notes):
             return empty, {}, 0
         _epochs_as_steps(prepared, found, notes)
     found = {k: t for k, t in found.items() if t.is_record or t.cont}
