@@ -89,3 +89,31 @@ def test_two_numbers_that_are_no_counter_and_loss_stay_unread(tmp_path: Path) ->
         assert m == {"loss": {1: 2.5, 2: 2.4}}
         with pytest.raises(UnknownFormatError):  # alone: still no log the reader knows
             _stored(tmp_path, pairs)
+
+
+# ----- IMDLBenCo: a meter printed as `[local: x | reduced: y]` ---------------------------------
+# scu-zjz/IMDLBenCo's MetricLogger, quoted as printed in
+# https://github.com/scu-zjz/IMDLBenCo/issues/109 ("Loss NaN Problem: SPAN, Mesorch"); the
+# issue's NaN lines are not quoted here, the last line follows the same shape with a NaN.
+IMDLBENCO_LOCAL_REDUCED = """\
+[02:34:43.012635] Epoch: [1]  [440/460]  eta: 0:00:10  lr: 0.000098  predict_loss: [local: 0.6921 | reduced: 0.6936]  time: 0.4871  data: 0.0002  max mem: 9145
+[02:34:52.256412] Epoch: [1]  [459/460]  eta: 0:00:00  lr: 0.000100  predict_loss: [local: 0.6859 | reduced: 0.6934]  time: 0.4864  data: 0.0001  max mem: 9145
+[02:34:52.723614] Epoch: [1] Total time: 0:03:51 (0.5040 s / it)
+[02:34:53.036030] Averaged stats: lr: 0.000100  predict_loss: [local: 0.6859 | reduced: 0.6930]
+[02:34:53.037751] Auto Mixed Precision (AMP) is enabled.
+[02:34:53.037870] log_dir: ./output_dir_span/
+[02:34:54.773772] Epoch: [2]  [  0/460]  eta: 0:13:18  lr: 0.000100  predict_loss: [local: 0.7095 | reduced: 0.7095]  time: 1.7352  data: 0.9291  max mem: 9145
+[02:35:04.905793] Epoch: [2]  [ 20/460]  eta: 0:04:08  lr: 0.000100  predict_loss: [local: 0.6847 | reduced: 0.6874]  time: 0.5065  data: 0.0002  max mem: 9145
+[02:35:14.905793] Epoch: [2]  [ 40/460]  eta: 0:03:58  lr: 0.000100  predict_loss: [local: nan | reduced: nan]  time: 0.5065  data: 0.0002  max mem: 9145
+"""  # noqa: E501
+
+
+def test_imdlbenco_local_value_is_the_meter(tmp_path: Path) -> None:
+    # before: two metrics `local` and `reduced` (the meter's name lost), no `predict_loss`
+    fmt, m, _ = _stored(tmp_path, IMDLBENCO_LOCAL_REDUCED)
+    assert fmt == "generic_text"
+    assert "local" not in m and "reduced" not in m
+    loss = m["predict_loss"]
+    assert loss[440] == 0.6921 and loss[459] == 0.6859 and loss[460] == 0.7095
+    assert loss[480] == 0.6847 and math.isnan(loss[500])
+    assert m["lr"][440] == 0.000098

@@ -236,6 +236,9 @@ _DUR_BEFORE = re.compile(rf"\b{_DUR_UNIT}(?: and |, )\Z")
 # section of the line, whose names belong to it
 _SECTION = re.compile(r"\[([A-Za-z][\w.\-]*)\]\s+(?=[A-Za-z])")
 _SECTION_SPLIT = {"valid": "val", "validation": "val", "val": "val", "eval": "eval", "test": "test"}
+# IMDLBenCo's `predict_loss: [local: 0.6921 | reduced: 0.6936]`: see _local_values
+_LOCAL_OPEN = re.compile(r"([A-Za-z][\w./\-]*):\s*\[local:\s*\Z")
+_REDUCED = re.compile(r"\s*\|\s*reduced:\s*")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
 _MAX_CONT_FIELDS = 12  # a step-less line with a loss and more fields than this is not a record
@@ -400,6 +403,7 @@ def infer(text: str, count: int) -> Template:
             skip.add(i)  # mmcv `eta: 7 days, 4:23:57`: the days of a clock
         elif _DUR_AFTER.match(lits[i + 1]) or _DUR_BEFORE.search(before):
             skip.add(i)  # ESPnet2 `time=1 minute and 42.6 seconds`: a duration spelt out
+    _local_values(lits, befores, skip)
     # mmengine names the loop a counter belongs to: `Iter(train) [ 510/2046]` is an `iter`
     lowered = [b.lower().lstrip("[").removesuffix("(train)") for b in befores]
     bar = _progress_bar(lits, skip)
@@ -487,6 +491,19 @@ def infer(text: str, count: int) -> Template:
     if _EVAL_LOOP.search(lits[0]):
         _evaluation_loop(tpl)
     return tpl
+
+
+def _local_values(lits: list[str], befores: list[str], skip: set[int]) -> None:
+    """IMDLBenCo's MetricLogger prints a meter as `predict_loss: [local: 0.6921 | reduced:
+    0.6936]`: this rank's value and its mean over the ranks so far. The local value is the
+    step's, stored under the meter's name; the reduced one is an average (as MAE's
+    `loss: 0.69 (0.70)` global average in parentheses), not read. Before, `local` and
+    `reduced` were two metrics and `predict_loss` none."""
+    for i in range(len(lits) - 2):
+        opened = _LOCAL_OPEN.search(lits[i])
+        if opened and _REDUCED.fullmatch(lits[i + 1]) and lits[i + 2].lstrip().startswith("]"):
+            befores[i] = opened.group(1)
+            skip.add(i + 1)
 
 
 def _evaluation(keys: list[str]) -> bool:
