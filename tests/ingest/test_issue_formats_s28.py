@@ -117,3 +117,24 @@ def test_imdlbenco_local_value_is_the_meter(tmp_path: Path) -> None:
     assert loss[440] == 0.6921 and loss[459] == 0.6859 and loss[460] == 0.7095
     assert loss[480] == 0.6847 and math.isnan(loss[500])
     assert m["lr"][440] == 0.000098
+
+
+# ----- UER-py: an unnamed `N/M steps` counter -------------------------------------------------
+# dbiir/UER-py's trainer prints `|{:8d}/{:8d} steps|{:8.2f} tokens/s| loss {:7.2f}| acc:
+# {:3.3f}`; quoted as printed in https://github.com/dbiir/UER-py/issues/220:
+UER_STEPS = """\
+|    15000/  300000 steps| 45762.33 tokens/s| loss    3.85| acc: 0.405
+|    20000/  300000 steps| 45768.57 tokens/s| loss    1.86| acc: 0.660
+|    25000/  300000 steps| 45703.98 tokens/s| loss    0.86| acc: 0.857
+|    30000/  300000 steps| 45733.30 tokens/s| loss    0.62| acc: 0.901
+"""
+
+
+def test_uer_py_counter_of_steps_is_the_step(tmp_path: Path) -> None:
+    # before: "the log prints no step counter": the records were numbered 1, 2, 3, 4
+    _, m, w = _stored(tmp_path, UER_STEPS)
+    assert m["loss"] == {15000: 3.85, 20000: 1.86, 25000: 0.86, 30000: 0.62}
+    assert m["tokens_per_s"][15000] == 45762.33
+    assert not any("no step counter" in x for x in w)
+    _, m, _ = _stored(tmp_path, UER_STEPS.replace("loss    0.62", "loss     nan"))
+    assert math.isnan(m["loss"][30000])

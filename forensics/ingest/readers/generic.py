@@ -558,6 +558,10 @@ def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]
         if not lowered[i] and i not in skip and after.split(" ")[0] in _COUNT_AFTER:
             tpl.step_slot, tpl.keyed = i, True
             return
+    counted = _counter_of_steps(lowered, lits, skip)
+    if counted is not None:
+        tpl.step_slot, tpl.keyed = counted, True
+        return
     for i in range(n):  # MXNet's Speedometer `Epoch[0] Batch [1000]`: the batch in the epoch
         bracketed = lits[i].rstrip().endswith("[") and lits[i + 1].startswith("]")
         if lowered[i] == "batch" and bracketed and i not in skip:
@@ -571,6 +575,18 @@ def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]
                 tpl.epoch_slot, tpl.total_slot = epochs[-1], i + 1
                 skip.add(epochs[-1])
             return
+
+
+def _counter_of_steps(lowered: list[str], lits: list[str], skip: set[int]) -> int | None:
+    """The slot of an unnamed `N/M steps` counter, the word after its total naming what it
+    counts (UER-py's `|    15000/  300000 steps| 45762.33 tokens/s| loss    3.85|`). Left
+    alone, the log had no step: its records were numbered 1, 2, ... in file order."""
+    for i in range(len(lowered) - 1):
+        if lowered[i] or i in skip or lits[i + 1].strip() != "/":
+            continue
+        if re.split(r"[\s|,;:]+", lits[i + 2].strip(" |").lower())[0] in _COUNT_AFTER:
+            return i
+    return None
 
 
 def _counted(key: str) -> str:
