@@ -138,3 +138,24 @@ def test_uer_py_counter_of_steps_is_the_step(tmp_path: Path) -> None:
     assert not any("no step counter" in x for x in w)
     _, m, _ = _stored(tmp_path, UER_STEPS.replace("loss    0.62", "loss     nan"))
     assert math.isnan(m["loss"][30000])
+
+
+# ----- mmcv / mmdet: a record with more than 40 fields ----------------------------------------
+# swc-17/SparseDrive's mmdet log, quoted as printed in
+# https://github.com/swc-17/SparseDrive/issues/92 (gradient norm growing, then NaN): one line
+# per logged iteration with 40+ loss terms. (The paste cut the first line inside
+# `map_loss_line_5: 0.2922`; joined here. The second line follows its shape with the NaN.)
+SPARSEDRIVE_TERMS = """\
+2025-03-15 16:07:01,813 - mmdet - INFO - Iter [16881/87900]	lr: 1.824e-04, eta: 23:20:12, time: 1.200, data_time: 0.030, memory: 7954, det_loss_cls_0: 0.7261, det_loss_box_0: 1.4402, det_loss_cns_0: 0.6499, det_loss_yns_0: 0.1245, det_loss_cls_1: 0.7928, det_loss_box_1: 1.1635, det_loss_cns_1: 0.6636, det_loss_yns_1: 0.1127, det_loss_cls_2: 0.7533, det_loss_box_2: 1.1061, det_loss_cns_2: 0.6544, det_loss_yns_2: 0.1073, det_loss_cls_3: 0.7185, det_loss_box_3: 1.0999, det_loss_cns_3: 0.6550, det_loss_yns_3: 0.1042, det_loss_cls_4: 0.7054, det_loss_box_4: 1.0870, det_loss_cns_4: 0.6529, det_loss_yns_4: 0.1033, det_loss_cls_5: 0.7085, det_loss_box_5: 1.0779, det_loss_cns_5: 0.6515, det_loss_yns_5: 0.1031, map_loss_cls_0: 0.2008, map_loss_line_0: 0.4378, map_loss_cls_1: 0.1556, map_loss_line_1: 0.3089, map_loss_cls_2: 0.1456, map_loss_line_2: 0.2932, map_loss_cls_3: 0.1323, map_loss_line_3: 0.2913, map_loss_cls_4: 0.1225, map_loss_line_4: 0.2913, map_loss_cls_5: 0.1193, map_loss_line_5: 0.2922, loss_dense_depth: 0.6605, loss: 19.4129, grad_norm: 62.1911
+2025-03-15 16:08:01,727 - mmdet - INFO - Iter [16932/87900]	lr: 1.823e-04, eta: 23:19:10, time: 1.175, data_time: 0.032, memory: 7954, det_loss_cls_0: 0.7939, det_loss_box_0: 1.5926, det_loss_cns_0: 0.6376, det_loss_yns_0: 0.1340, det_loss_cls_1: 0.7928, det_loss_box_1: 1.1635, det_loss_cns_1: 0.6636, det_loss_yns_1: 0.1127, det_loss_cls_2: 0.7533, det_loss_box_2: 1.1061, det_loss_cns_2: 0.6544, det_loss_yns_2: 0.1073, det_loss_cls_3: 0.7185, det_loss_box_3: 1.0999, det_loss_cns_3: 0.6550, det_loss_yns_3: 0.1042, det_loss_cls_4: 0.7054, det_loss_box_4: 1.0870, det_loss_cns_4: 0.6529, det_loss_yns_4: 0.1033, det_loss_cls_5: 0.7085, det_loss_box_5: 1.0779, det_loss_cns_5: 0.6515, det_loss_yns_5: 0.1031, map_loss_cls_0: 0.2008, map_loss_line_0: 0.4378, map_loss_cls_1: 0.1556, map_loss_line_1: 0.3089, map_loss_cls_2: 0.1456, map_loss_line_2: 0.2932, map_loss_cls_3: 0.1323, map_loss_line_3: 0.2913, map_loss_cls_4: 0.1225, map_loss_line_4: 0.2913, map_loss_cls_5: 0.1193, map_loss_line_5: 0.2922, loss_dense_depth: 0.6605, loss: nan, grad_norm: nan
+"""  # noqa: E501
+
+
+def test_mmcv_record_with_many_loss_terms_is_no_config_dump(tmp_path: Path) -> None:
+    # before: more than 40 named numbers made each line "a config dump": no format
+    # recognised the file, the NaN loss at 16932 was never read
+    fmt, m, _ = _stored(tmp_path, SPARSEDRIVE_TERMS)
+    assert fmt == "generic_text"
+    assert m["loss"][16881] == 19.4129 and math.isnan(m["loss"][16932])
+    assert m["grad_norm"][16881] == 62.1911 and math.isnan(m["grad_norm"][16932])
+    assert m["det_loss_cls_0"] == {16881: 0.7261, 16932: 0.7939}

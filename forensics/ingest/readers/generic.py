@@ -476,6 +476,7 @@ def infer(text: str, count: int) -> Template:
     # verl prints 40 to 100+ `key:value` fields after its leading `step:1 - `: a record
     # that opens with its named step is no config dump, however many fields follow
     leading = tpl.keyed and tpl.step_slot == 0 and lowered[0] == "step"
+    leading = leading or _opens_with_progress(tpl, lits)
     if tpl.step_slot is not None and (
         (tpl.step_slot > _MAX_STEP_SLOT and not late)
         or (len(tpl.names) > _MAX_FIELDS and not leading)
@@ -528,6 +529,17 @@ def _evaluation_loop(tpl: Template) -> None:
         if k.lower() not in _LOOP_STATS and not _EVAL_LOOP.search(k)  # nor its epoch counter
     }
     tpl.cont = True  # even with no metric left: the val lines between keep the summary attached
+
+
+def _opens_with_progress(tpl: Template, lits: list[str]) -> bool:
+    """The line opens with its progress counter `N/M` (mmcv's `Iter [16881/87900]`,
+    `Epoch [1][1/30895]`: nothing but the epoch before it). A config dump never does: such a
+    record stays one however many fields follow (SparseDrive's mmdet lines print 40+ loss
+    terms, and were dropped as a config dump, NaN and all)."""
+    step = tpl.step_slot
+    if step is None or step + 1 >= len(lits) - 1 or lits[step + 1].strip() != "/":
+        return False
+    return all(j == tpl.epoch_slot for j in range(step))
 
 
 def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]) -> None:
