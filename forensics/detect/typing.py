@@ -22,7 +22,9 @@ shape of a pre-training loss curve — fitted robustly (medians of two halves) o
 before the onset, from the last step down in it (an epoch boundary, an LR milestone) on.
 Its slope is clamped to [-1, 0]: a loss that was rising before the spike must not make the
 spike look normal. A line that has fallen below the points next to the onset (the loss
-flattened) is lifted onto them (_anchored).
+flattened) is lifted onto them (_anchored). A collapse the onset ends (a degenerate
+shard's, the loss back up to its old level after the spike) is left out of the fit
+(_collapse).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def fit_trend(
     masks out points that belong to earlier incidents or to start-up, when enough remain;
     `log`: whether x is log loss (Screen.log_space), kept on the trend; `shifts`: steps
     where the schedule moves the loss's level (Screen.shifts)."""
-    return replace(_fit(steps, x, onset_step, cfg, usable, shifts), log=log)
+    return replace(_fit(steps, x, onset_step, cfg, usable, shifts, log), log=log)
 
 
 def _fit(
@@ -93,12 +95,19 @@ def _fit(
     cfg: DetectConfig,
     usable: np.ndarray | None,
     shifts: np.ndarray | None = None,
+    log: bool = True,
 ) -> Trend:
     span = max(cfg.pre_steps, cfg.pre_fraction * onset_step)
     lo, hi = np.searchsorted(steps, [onset_step - span, onset_step], side="left")
     if hi - lo < 3:
         lo = max(0, hi - 3)
     st, xs = steps[lo:hi], x[lo:hi]
+    # start-up is masked out by `usable`, but a collapse early in a fine-tune reads as the
+    # initial descent: the history before it counts, start-up or not
+    dip = _collapse(st, xs, steps, x, onset_step, cfg, shifts) if log else 0
+    if dip >= 3:
+        hi = lo + dip
+        st, xs = st[:dip], xs[:dip]
     if usable is not None and usable[lo:hi].sum() >= 3:
         keep = usable[lo:hi]
         st, xs = st[keep], xs[keep]
@@ -191,6 +200,46 @@ def _last_step_down(
 
 
 SHIFT_POINTS = 3  # a schedule shift shows in the loss within this many logged points
+# A collapse: the loss falls this far (relative, and 6 noise scales) below the level before
+# it for its last COLLAPSE_POINTS points or more before the onset.
+COLLAPSE_MIN, COLLAPSE_POINTS = 0.15, 3
+
+
+def _collapse(
+    st: np.ndarray,
+    xs: np.ndarray,
+    steps: np.ndarray,
+    x: np.ndarray,
+    onset_step: int,
+    cfg: DetectConfig,
+    shifts: np.ndarray | None,
+) -> int:
+    """Index in st where a collapse the onset ends begins (0: none): a degenerate shard
+    (repeated or empty text) drops the loss far below its level until it ends, and the
+    loss then comes back up to about that level, with the damage the shard did on top. A
+    trend fitted across the collapse runs at the collapse's level (2 where the loss had
+    been 0.37 for 60 steps), and the return itself read as a x7 spike that never recovered:
+    divergent. The history before the collapse is the curve. A step down the loss stays at
+    after the incident is the curve's own (an epoch's drop, an LR milestone:
+    _last_step_down), so the loss after the onset must be back nearer the level before the
+    collapse than the collapse's own."""
+    k, n = STEP_POINTS, len(xs)
+    if n < k + COLLAPSE_POINTS:
+        return 0
+    bar = max(float(np.log1p(COLLAPSE_MIN)), 6 * _diff_noise(xs))
+    for c in range(k, n - COLLAPSE_POINTS + 1):
+        before = float(np.median(xs[c - k : c]))
+        if not np.all(xs[c:] <= before - bar):
+            continue
+        if st[-1] - st[c] >= cfg.trend_step_hold or _at_shift(st, np.array([c]), shifts)[0]:
+            return 0
+        after = x[(steps > onset_step) & (steps <= onset_step + cfg.recovery_window)]
+        after = after[np.isfinite(after)]
+        level = float(np.median(xs[c:]))
+        if len(after) < COLLAPSE_POINTS or np.median(after) < (before + level) / 2:
+            return 0
+        return c
+    return 0
 
 
 def _at_shift(st: np.ndarray, cuts: np.ndarray, shifts: np.ndarray | None) -> np.ndarray:
