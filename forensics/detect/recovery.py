@@ -59,6 +59,7 @@ from forensics.detect.typing import DIVERGENT, LINGERING, RECOVERABLE, back_step
 RESTARTS = ("restart_from_checkpoint", "lower_lr", "data_swap", "skip_batch")
 SEVERITIES = ("minor", "moderate", "major", "critical")
 NONFINITE_KINDS = ("nonfinite_loss", "nonfinite_grad")
+DIP_SHARE = 0.15  # a batch this far below the trend (and 6 sigma): the data-corruption-dip rule
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,33 @@ def action_argument(raw: str | None) -> int | None:
 
 
 def skip_steps(recovery: str | None, onset: int, peak: int) -> tuple[int, int]:
-    """The steps a skip_batch advice skips: k = the action's number (`skip_batch:3`), else
-    onset to peak; the range starts at the onset. Replay names the rows of these steps and
-    the report renders them: one rule for both."""
+    """The steps a skip_batch advice skips: the action's range (`skip_batch:145-208`: the
+    detector's, a dip's corrupt batches included), else k = its number (`skip_batch:3`)
+    from the onset, else onset to peak. Replay names the rows of these steps and the report
+    renders them: one rule for both."""
+    span = re.search(r"[:(=]\s*(\d+)\s*-\s*(\d+)", recovery or "")
+    if span:
+        return int(span.group(1)), int(span.group(2))
     k = action_argument(recovery) or (peak - onset + 1)
     return onset, onset + k - 1
+
+
+def dip_span(inc: Incident, data: RunData) -> tuple[int, int] | None:
+    """First step of the stretch just before the onset where the loss stood far below its
+    trend (15% and 6 noise scales, as the data-corruption-dip rule asks): a degenerate
+    shard's own batches, which a skip must take out; the spike after it is the damage they
+    did: (first, last) step of it. None when the point before the onset is not that low."""
+    st, v = data.loss.steps, data.loss.values
+    i = int(np.searchsorted(st, inc.onset_step)) - 1
+    last = int(st[i]) if i >= 0 else None
+    bar = min(float(np.log1p(-DIP_SHARE)), -6 * inc.sigma)
+    first = None
+    while i >= 0:
+        r = inc.trend.resid(float(st[i]), float(v[i]))
+        if r is None or not np.isfinite(r) or r > bar:
+            break
+        first, i = int(st[i]), i - 1
+    return None if first is None or last is None else (first, last)
 
 
 def action(inc: Incident, same_cause_count: int) -> str:
@@ -143,6 +166,17 @@ def advise(
     """Fill inc.recovery, restart checkpoint and cost fields (and their evidence).
     `log_space`: whether the screen read the loss in log units (Screen.log_space)."""
     inc.recovery = action(inc, same_cause_count)
+    dip = dip_span(inc, data) if inc.recovery == "skip_batch" and inc.trend.log else None
+    if dip is not None:
+        inc.recovery = f"skip_batch:{dip[0]}-{inc.peak_step}"
+        inc.evidence.append(
+            Evidence(
+                "dip",
+                f"{dip[0]}-{dip[1]}",
+                "the loss stood 15% and 6 noise scales or more below its trend before the onset: "
+                "those batches are skipped too",
+            )
+        )
     inc.recovery_step = inc.end_step if inc.type == RECOVERABLE else None
     inc.off_trend = off_trend(inc, data, cfg, log_space)
     if inc.origin == "loss":

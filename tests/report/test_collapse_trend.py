@@ -6,7 +6,9 @@ used to be fitted across the collapse, at its level: the return read as a x7 spi
 never recovered (divergent, cause unknown) on third-generator runs (a fine-tune at 2.2
 whose loss sat at 0.37 for 60 steps, then 2.8, back to 2.2 by 150 steps later). The history
 before the collapse is the curve; a drop the loss stays at after the spike (an epoch's, an
-LR milestone's) is still the curve's own. Runs written by torch's SummaryWriter.
+LR milestone's) is still the curve's own. And the advice skips the collapse's batches (it
+skipped the onset's to the peak's: the damage, not the data that did it). Runs written by
+torch's SummaryWriter.
 """
 
 from __future__ import annotations
@@ -68,6 +70,13 @@ def test_the_return_from_a_collapse_is_judged_against_the_level_before_it(
     assert inc["type"] == "recoverable"  # was divergent: the trend sat at 0.37
     assert inc["pre_value"] == pytest.approx(LEVEL, rel=0.05)
     assert inc["cause"] == "data_corruption"  # the dip before the spike (data-corruption-dip)
+    # the skip takes out the shard's batches (the collapse), not only the onset's: a skip of
+    # the spike's steps alone would keep the data that did it
+    assert inc["recovery"] == f"skip_batch:{start}-{inc['peak_step']}"
+    page = (tmp_path / "out" / "postmortems" / "spike-01.md").read_text()
+    assert f"far below its pre-spike trend, at steps {start}–{start + 59} (8" in page
+    k = inc["peak_step"] - start + 1
+    assert f"the k = {k} batches of steps {start}–{inc['peak_step']}" in page
 
 
 def test_a_drop_the_loss_stays_at_is_still_the_curve(
