@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forensics.canon import alias_table
+from forensics.canon import alias_table, normalise
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.printed_config import printed_config
@@ -99,6 +99,10 @@ _PREFIX = (
 # the prefix (masked as \x01split\x01 while the prefix goes, then restored).
 _SPLIT_TAG = r"\[((?i:val|valid|validation|eval|test))\]"
 _MASKED_TAG = r"\x01([A-Za-z]+)\x01"
+# PaddlePaddle v1 prints a `.` per batch (`--dot_period`) with no newline, so its next log
+# line follows a run of dots: `.......Pass      0, Batch 500, Cost nan, time 98.47 s`.
+# Left on, the dots were part of the first key (no name: the line was no record).
+_PROGRESS_DOTS = r"^\.{3,}"
 # Keys that name the step counter, best first (litgpt prints `iter N step M`: M is the step;
 # fairseq prints `epoch 001:  450 / 1891 ... num_updates=445`: the update count is the step;
 # `g_step 2000, step 152, ...`: the global count wins over a count within the epoch).
@@ -181,8 +185,10 @@ _EVAL_LOOP = re.compile(r"(?i)\b(?:epoch|iter)\((?:val|test)\)")
 _LOOP_STATS = {"time", "data_time", "memory", "eta"}
 _MAGNITUDES = {"K", "M", "B", "G", "T", "k"}  # `124 M`: the unit of a count, not a name
 # an evaluation's own counter named with its split (`valid step 2000`, `eval iter 30`)
+# (PaddlePaddle v2's `Test with Pass 0, Cost 2.01, {...}`: the pass the test followed)
 _SPLIT_COUNTER = re.compile(
-    r"(?:val|valid|validation|eval|evaluation|test)[ _](?:step|iter|iteration|batch|epoch)s?\Z"
+    r"(?:val|valid|validation|eval|evaluation|test)[ _](?:with[ _])?"
+    r"(?:step|iter|iteration|batch|epoch|pass)s?\Z"
 )
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (InternEvo)
@@ -427,6 +433,7 @@ def infer(text: str, count: int) -> Template:
     if tpl.step_slot is None:
         _epoch_iteration(tpl, lits, skip)
     split_word = _split_of(lits, befores)
+    counted_split = False  # the line names its evaluation's counter (`Test with Pass 0`)
     entries = dict_entries(lits)
     sections = _sections(lits)
     for i in range(n):
@@ -449,6 +456,7 @@ def infer(text: str, count: int) -> Template:
         if unit and befores[i] and not key.lower().endswith(unit.group(1).lower()):
             key = f"{key} ({unit.group(1)})"  # `time 1019.95ms` -> `time (ms)`, `0.0m` -> minutes
         if tpl.step_slot is None and _SPLIT_COUNTER.match(key.lower()):
+            counted_split = True
             continue  # PaddleNLP `valid step 2000, batch: 10, loss:`: the counter, no metric
         if key.lower() in _SPLITS and lits[i + 1].strip() == "/":
             skip.add(i + 1)  # timm `Test: [  50/195]`: the evaluation's batch counter
@@ -456,8 +464,10 @@ def infer(text: str, count: int) -> Template:
         if key.lower() in _SPLITS and n - len(skip) == 2:  # build-nanogpt: `0 train 10.955`
             key = f"{key} loss"
         elif split_word and split_word not in key.lower() and _split_loss(key):
-            key = f"{split_word} {key}"
+            key = _split_named(split_word, key)
         tpl.names[i] = _in_section(_rate_by_unit(key, lits[i + 1]), sections[i])
+    if counted_split and split_word:
+        _evaluation_names(tpl, split_word)
     if tpl.glued:
         _glued_summary(tpl, lowered, sections)
     if tpl.step_slot is None:
@@ -505,6 +515,30 @@ def _local_values(lits: list[str], befores: list[str], skip: set[int]) -> None:
         if opened and _REDUCED.fullmatch(lits[i + 1]) and lits[i + 2].lstrip().startswith("]"):
             befores[i] = opened.group(1)
             skip.add(i + 1)
+
+
+def _split_named(split: str, key: str) -> str:
+    """A loss named for the split of its line: `val cross-entropy` (marian), and `test loss`
+    for a synonym of the loss the table knows under no split (PaddlePaddle v2's `Test with
+    Pass 0, Cost 2.01`: `test Cost` would be a metric of its own, no evaluation loss)."""
+    named = f"{split} {key}"
+    table = alias_table()
+    if "loss" in key.lower() or table.canonical(key) != "loss":  # `lm_loss`: its own name
+        return named
+    if table.canonical(named) == normalise(named):
+        return f"{split} loss"
+    return named
+
+
+def _evaluation_names(tpl: Template, split: str) -> None:
+    """A step-less line that names its evaluation's counter (PaddlePaddle v2's `Test with
+    Pass 0, Cost 2.01, {'classification_error_evaluator': 0.4}`, PaddleNLP's `valid step
+    2000, batch: 10, loss: ..., ips: 135`) holds the evaluation's values only: each is
+    stored under the split (`test/classification_error_evaluator`), as it follows the
+    training record of the same step and, under the training name, replaced its value."""
+    tpl.names = {
+        i: k if k.lower().startswith(split) else f"{split}/{k}" for i, k in tpl.names.items()
+    }
 
 
 def _evaluation(keys: list[str]) -> bool:
@@ -574,6 +608,10 @@ def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]
     if counted is not None:
         tpl.step_slot, tpl.keyed = counted, True
         return
+    for i in range(1, n):  # PaddlePaddle v2 `Pass 0, Batch 100, Cost 2.24`: batch in pass
+        if lowered[i] == "batch" and lowered[i - 1] == "pass" and not {i - 1, i} & skip:
+            tpl.step_slot, tpl.keyed = i, True
+            return
     for i in range(n):  # MXNet's Speedometer `Epoch[0] Batch [1000]`: the batch in the epoch
         bracketed = lits[i].rstrip().endswith("[") and lits[i + 1].startswith("]")
         if lowered[i] == "batch" and bracketed and i not in skip:
@@ -831,6 +869,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .str.replace_all(_GROUP_INDEX, "(${1}_${2})")
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
         .str.replace(_PREFIX, "")
+        .str.replace(_PROGRESS_DOTS, "")
         .str.replace_all(_MASKED_TAG, "[${1}]")
     )
     tpl = pl.col("body").str.replace_all(NUM, SLOT).str.replace_all(r"[ ]{2,}", "  ")

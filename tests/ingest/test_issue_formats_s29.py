@@ -1,0 +1,92 @@
+"""Training-log styles quoted in public GitHub issues and code (session 29), one test per style.
+
+Each fixture quotes the lines as printed where they were found (URL or source beside it).
+The tests check what the ingest stores through the library path the CLI calls, and each
+says what the reader did before.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from issue_log_helpers import stored as _stored
+
+# ----- PaddlePaddle v2: `Pass N, Batch M, Cost C` and `Test with Pass N, Cost C` ------------
+# The v2 event handler prints `"Pass %d, Batch %d, Cost %f, %s" % (event.pass_id,
+# event.batch_id, event.cost, event.metrics)` with the batch counted within the pass, and
+# `Test with Pass %d, Cost %f, %s` after each pass. Quoted as printed in
+# https://github.com/PaddlePaddle/Paddle/issues/5473 (the dots are v1's `--dot_period`
+# progress); the last line follows their shape with the `Cost nan` of
+# https://github.com/PaddlePaddle/Paddle/issues/3118.
+PADDLE_V2_PASSES = """\
+Pass 0, Batch 0, Cost 2.370898, {'classification_error_evaluator': 0.890625}
+...................................................................................................
+Pass 0, Batch 100, Cost 2.261713, {'classification_error_evaluator': 0.8359375}
+...................................................................................................
+Pass 0, Batch 200, Cost 1.884562, {'classification_error_evaluator': 0.7421875}
+...................................................................................................
+Pass 0, Batch 300, Cost 1.898232, {'classification_error_evaluator': 0.7265625}
+..........................................................................................
+Pass 1, Batch 0, Cost 1.824807, {'classification_error_evaluator': 0.734375}
+...................................................................................................
+Pass 1, Batch 100, Cost 1.737753, {'classification_error_evaluator': 0.7265625}
+...................................................................................................
+Pass 1, Batch 200, Cost 1.686236, {'classification_error_evaluator': 0.703125}
+...................................................................................................
+Pass 1, Batch 300, Cost nan, {'classification_error_evaluator': 0.703125}
+"""
+# Quoted as printed in https://github.com/PaddlePaddle/book/issues/365 (every batch printed,
+# then the pass's test); the pass-1 lines follow their shape with a NaN.
+PADDLE_V2_TEST = """\
+Pass 0, Batch 466, Cost 0.126535, {'classification_error_evaluator': 0.0234375}
+Pass 0, Batch 467, Cost 0.032776, {'classification_error_evaluator': 0.0234375}
+Pass 0, Batch 468, Cost 0.064163, {'classification_error_evaluator': 0.03125}
+Test with Pass 0, Cost 0.068953, {'classification_error_evaluator': 0.0228000003}
+Pass 1, Batch 0, Cost 0.052311, {'classification_error_evaluator': 0.015625}
+Pass 1, Batch 1, Cost nan, {'classification_error_evaluator': 0.9}
+Test with Pass 1, Cost nan, {'classification_error_evaluator': 0.9}
+"""
+# PaddlePaddle v1's trainer glues its next line to the dots, as quoted in
+# https://github.com/PaddlePaddle/Paddle/issues/3118 (the paste's editor line numbers off; the
+# later lines follow the first's shape)
+PADDLE_V1_DOTS = """\
+I0730 02:43:08.587280    20 GradientMachine.cpp:92] Init parameters done.
+................................................................................Pass      0, Batch 500, Cost nan, time 98.470099926 s
+..........................................................................................Pass      0, Batch 1000, Cost nan, time 97.913250923 s
+"""  # noqa: E501
+
+
+def test_paddle_v2_batches_count_over_passes(tmp_path: Path) -> None:
+    # before: no step counter, records numbered 1, 2, ... in file order; `pass` and `batch`
+    # stored as metrics
+    fmt, m, w = _stored(tmp_path, PADDLE_V2_PASSES)
+    assert fmt == "generic_text"
+    assert sorted(m) == ["classification_error_evaluator", "epoch", "loss"]
+    loss = m["loss"]
+    assert loss[0] == 2.370898 and loss[300] == 1.898232  # pass 0: batches 0-300, 400 a pass
+    assert loss[400] == 1.824807 and loss[600] == 1.686236 and math.isnan(loss[700])
+    assert m["epoch"][300] == 0 and m["epoch"][400] == 1
+    assert not any("in file order" in x for x in w)
+
+
+def test_paddle_v2_test_cost_is_no_training_loss(tmp_path: Path) -> None:
+    # before: the Test line's cost landed in `loss` (records numbered in file order) and
+    # `test_with_pass` was a metric
+    _, m, _ = _stored(tmp_path, PADDLE_V2_TEST)
+    loss = m["loss"]
+    assert sorted(loss) == [466, 467, 468, 469, 470]  # 469 batches a pass (0 to 468)
+    assert loss[468] == 0.064163 and loss[469] == 0.052311 and math.isnan(loss[470])
+    assert m["test_loss"][468] == 0.068953 and math.isnan(m["test_loss"][470])
+    assert m["classification_error_evaluator"][468] == 0.03125  # not the test's 0.0228
+    assert m["test/classification_error_evaluator"][468] == 0.0228000003
+    assert not any("pass" in k for k in m)
+
+
+def test_paddle_v1_line_after_its_progress_dots(tmp_path: Path) -> None:
+    # before: the dots were part of the first key: no format recognised the file, the NaN
+    # costs were never read
+    fmt, m, _ = _stored(tmp_path, PADDLE_V1_DOTS)
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == [500, 1000] and all(map(math.isnan, m["loss"].values()))
+    assert m["time"][500] == 98.470099926
