@@ -90,3 +90,35 @@ def test_paddle_v1_line_after_its_progress_dots(tmp_path: Path) -> None:
     assert fmt == "generic_text"
     assert sorted(m["loss"]) == [500, 1000] and all(map(math.isnan, m["loss"].values()))
     assert m["time"][500] == 98.470099926
+
+
+# ----- bts: a header of slash-joined counter names, then their values ------------------------
+# cleinc/bts prints `[epoch][s/s_per_e/gs]: [{}][{}/{}/{}], lr: {:.12f}, loss: {:.12f}` (the
+# epoch, the step within it, the steps per epoch, the global step). Quoted as printed in
+# https://github.com/cleinc/bts/issues/104 (the paste's line numbers off); the last line
+# follows their shape with the NaN of https://github.com/cleinc/bts/issues/36
+# (`[epoch][s/s_per_e/gs]: [1][1608/5790/7398], lr: 0.000097927423, loss: nan`).
+BTS_HEADER = """\
+[epoch][s/s_per_e/gs]: [4][2564/6058/26796], lr: 0.000092801574, loss: 0.587257266045
+[epoch][s/s_per_e/gs]: [4][2565/6058/26797], lr: 0.000092801304, loss: 0.969502031803
+[epoch][s/s_per_e/gs]: [4][2566/6058/26798], lr: 0.000092801034, loss: 0.852333068848
+[epoch][s/s_per_e/gs]: [4][2567/6058/26799], lr: 0.000092800764, loss: 0.468196690083
+[epoch][s/s_per_e/gs]: [4][2568/6058/26800], lr: 0.000092800494, loss: 0.398437529802
+bts_nyu_v2_pytorch_test
+GPU: 0 | examples/s: 1.30 | loss: 0.39844 | var sum: -8274.029 avg: -36.449 | time elapsed: 6.43h | time left: 66.27h
+[epoch][s/s_per_e/gs]: [4][2569/6058/26801], lr: 0.000092800224, loss: 0.396373450756
+[epoch][s/s_per_e/gs]: [4][2570/6058/26802], lr: 0.000092799954, loss: 0.725467324257
+[epoch][s/s_per_e/gs]: [4][2571/6058/26803], lr: 0.000092799685, loss: nan
+"""  # noqa: E501
+
+
+def test_bts_global_step_of_its_counter_header(tmp_path: Path) -> None:
+    # before: records numbered 1, 2, ... in file order, the epoch stored as `s/s_per_e/gs`
+    fmt, m, w = _stored(tmp_path, BTS_HEADER)
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == list(range(26796, 26804))
+    assert m["loss"][26796] == 0.587257266045 and math.isnan(m["loss"][26803])
+    assert m["lr"][26801] == 0.000092800224
+    assert set(m["epoch"].values()) == {4.0}
+    assert not any("/" in k and k.startswith("s") for k in m)
+    assert not any("in file order" in x for x in w)

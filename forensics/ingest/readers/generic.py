@@ -99,6 +99,9 @@ _PREFIX = (
 # the prefix (masked as \x01split\x01 while the prefix goes, then restored).
 _SPLIT_TAG = r"\[((?i:val|valid|validation|eval|test))\]"
 _MASKED_TAG = r"\x01([A-Za-z]+)\x01"
+# bts's header `[epoch][s/s_per_e/gs]: [4][...]` opens with `[epoch]`, which the prefix would
+# take for a logger's tag: masked the same way (see _slash_header)
+_EPOCH_HEAD = r"\[((?i:epoch))\]\["
 # PaddlePaddle v1 prints a `.` per batch (`--dot_period`) with no newline, so its next log
 # line follows a run of dots: `.......Pass      0, Batch 500, Cost nan, time 98.47 s`.
 # Left on, the dots were part of the first key (no name: the line was no record).
@@ -243,6 +246,9 @@ _DUR_BEFORE = re.compile(rf"\b{_DUR_UNIT}(?: and |, )\Z")
 _SECTION = re.compile(r"\[([A-Za-z][\w.\-]*)\]\s+(?=[A-Za-z])")
 _SECTION_SPLIT = {"valid": "val", "validation": "val", "val": "val", "eval": "eval", "test": "test"}
 # IMDLBenCo's `predict_loss: [local: 0.6921 | reduced: 0.6936]`: see _local_values
+# bts `[epoch][s/s_per_e/gs]: [`: bracketed, slash-joined names before their values
+_SLASH_HEADER = re.compile(r"^\s*((?:\[[A-Za-z_][\w]*(?:/[A-Za-z_]\w*)*\])+):?\s*\[\Z")
+_HEADER_ABBREV = {"gs": "global_step"}  # bts: `gs` (global step), beside `s` (the epoch's)
 _LOCAL_OPEN = re.compile(r"([A-Za-z][\w./\-]*):\s*\[local:\s*\Z")
 _REDUCED = re.compile(r"\s*\|\s*reduced:\s*")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
@@ -410,6 +416,7 @@ def infer(text: str, count: int) -> Template:
         elif _DUR_AFTER.match(lits[i + 1]) or _DUR_BEFORE.search(before):
             skip.add(i)  # ESPnet2 `time=1 minute and 42.6 seconds`: a duration spelt out
     _local_values(lits, befores, skip)
+    _slash_header(lits, befores, skip)
     # mmengine names the loop a counter belongs to: `Iter(train) [ 510/2046]` is an `iter`
     lowered = [b.lower().lstrip("[").removesuffix("(train)") for b in befores]
     bar = _progress_bar(lits, skip)
@@ -515,6 +522,35 @@ def _local_values(lits: list[str], befores: list[str], skip: set[int]) -> None:
         if opened and _REDUCED.fullmatch(lits[i + 1]) and lits[i + 2].lstrip().startswith("]"):
             befores[i] = opened.group(1)
             skip.add(i + 1)
+
+
+def _slash_header(lits: list[str], befores: list[str], skip: set[int]) -> None:
+    """bts prints its counters as a header of names, then their values in the same brackets
+    and slashes: `[epoch][s/s_per_e/gs]: [4][2564/6058/26796], lr: ..., loss: ...` (the
+    epoch, the step in the epoch, the steps per epoch, the global step). Each value takes
+    its name by position; `gs` is the global step, and beside it the count within the
+    epoch and a `_per_` total are no metrics. Before, the header was one name
+    (`s/s_per_e/gs`) given to the epoch, and the records were numbered in file order."""
+    head = _SLASH_HEADER.match(lits[0])
+    if not head:
+        return
+    inner = head.group(1)[1:-1]
+    names = re.split(r"\]\[|/", inner)
+    seps = re.findall(r"\]\[|/", inner)
+    k = len(names)
+    if len(lits) <= k or [lits[j].strip() for j in range(1, k)] != seps:
+        return
+    if not lits[k].startswith("]"):
+        return
+    names = [_HEADER_ABBREV.get(n.lower(), n) for n in names]
+    glob = any(n in _LATE_STEP_KEYS for n in names)
+    for i, name in enumerate(names):
+        skip.discard(i)
+        low = name.lower()
+        if "_per_" in low or (glob and low in _STEP_KEYS and low not in _LATE_STEP_KEYS):
+            skip.add(i)
+        else:
+            befores[i] = name
 
 
 def _split_named(split: str, key: str) -> str:
@@ -868,6 +904,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .str.replace_all(_NAMED_NUMBER, "${1}_${2}/${3}")
         .str.replace_all(_GROUP_INDEX, "(${1}_${2})")
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
+        .str.replace_all(_EPOCH_HEAD, "\x01${1}\x01[")
         .str.replace(_PREFIX, "")
         .str.replace(_PROGRESS_DOTS, "")
         .str.replace_all(_MASKED_TAG, "[${1}]")
