@@ -122,3 +122,34 @@ def test_bts_global_step_of_its_counter_header(tmp_path: Path) -> None:
     assert set(m["epoch"].values()) == {4.0}
     assert not any("/" in k and k.startswith("s") for k in m)
     assert not any("in file order" in x for x in w)
+
+
+# ----- OLMo-core: the ETA in the step line -----------------------------------------------------
+# The console logger's `[step=1,000/2,000,epoch=0,eta=5h11m]` (the shape of session 27's
+# fixture: public log parsers of OLMo-core runs and a test fixture quote it), with the
+# indented metrics under it; the values follow that shape around a NaN.
+OLMO_CORE_ETA = """\
+2026-08-08 12:01:00 INFO [olmo_core.train.callbacks.console_logger:68] [step=999/2,000,epoch=0,eta=5h11m]
+    train/CE loss=6.2341
+2026-08-08 12:04:00 INFO [olmo_core.train.callbacks.console_logger:68] [step=1,000/2,000,epoch=0,eta=4h58m]
+    train/CE loss=nan
+2026-08-08 12:05:00 INFO [olmo_core.train.callbacks.console_logger:68] [step=1,001/2,000,epoch=0,eta=4h57m]
+    train/CE loss=nan
+2026-08-08 12:06:00 INFO [olmo_core.train.callbacks.console_logger:68] [step=1,002/2,000,epoch=0,eta=57m12s]
+    train/CE loss=nan
+"""  # noqa: E501
+
+
+def test_olmo_core_eta_is_no_metric(tmp_path: Path) -> None:
+    # before: `eta` stored as a metric (5, 4, 4, 57: the hours or minutes before the glued
+    # rest), and every minute of it made a kind of line of its own (four templates here)
+    _, m, w = _stored(tmp_path, OLMO_CORE_ETA)
+    assert "eta" not in m and not any(k.startswith("eta") for k in m)
+    assert sorted(m["loss"]) == [999, 1000, 1001, 1002] and math.isnan(m["loss"][1002])
+    assert any("from 3 lines like '[step=<step>/#,epoch=<epoch>,eta=#h~]'" in x for x in w)
+
+
+def test_bts_time_left_is_no_metric(tmp_path: Path) -> None:
+    # before: bts's `time left: 66.27h` was a metric `time_left_(h)`
+    _, m, _ = _stored(tmp_path, BTS_HEADER)
+    assert not any("left" in k for k in m)

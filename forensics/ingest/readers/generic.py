@@ -241,6 +241,13 @@ _GLUED_COUNT = re.compile(r"(?i)\A(?:batch|batches|iter|iters|iteration|iteratio
 _DUR_UNIT = r"(?:days?|hours?|minutes?|seconds?)"
 _DUR_AFTER = re.compile(rf"\A {_DUR_UNIT}(?: and |, )\Z")
 _DUR_BEFORE = re.compile(rf"\b{_DUR_UNIT}(?: and |, )\Z")
+# A duration glued into one word (OLMo-core's `eta=5h11m`, `57m12s`): its first number is a
+# slot, the rest stays text; without this, every minute of the ETA made a kind of line of
+# its own. Its tail becomes `~` in the template (`eta=<slot>h~`).
+_DUR_TAIL = r"(\x00[dhm])\d+(?:\.\d+)?(?:[dhm]\d+(?:\.\d+)?)*[hms]\b"
+# An estimate of the time left (`eta`, bts's `time left: 66.27h`): no training metric,
+# whatever unit it is printed in (a clock `eta: 2:46:39` is no value anyway)
+_ETA_KEY = re.compile(r"eta|time[ _]left|(?:time[ _])?remaining(?:[ _]time)?")
 # `[train] loss=2.85, ... [valid] loss=2.39, ...`: a bracketed word before a key opens a
 # section of the line, whose names belong to it
 _SECTION = re.compile(r"\[([A-Za-z][\w.\-]*)\]\s+(?=[A-Za-z])")
@@ -457,7 +464,7 @@ def infer(text: str, count: int) -> Template:
             key = _key_after(after) if spaced and (after[:1] in " %" or after[:1].isalpha()) else ""
             if key in _MAGNITUDES:  # Lightning's model summary `0 | model | GPT | 124 M`
                 key = ""  # a count in millions, no metric's name
-        if not _good_key(key):
+        if not _good_key(key) or _ETA_KEY.fullmatch(key.lower()):
             continue
         unit = _GLUED.match(lits[i + 1])
         if unit and befores[i] and not key.lower().endswith(unit.group(1).lower()):
@@ -913,6 +920,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
     # LION's `| E5 iter[ 14/ 15] |`: an epoch glued to its `E` would make one template per
     # epoch; the templates share a `E#` (the number stays out of the slots: NUM skips it)
     tpl = tpl.str.replace_all(r"(^|[\s|\[])E\d+(\s)", "${1}E#${2}")
+    tpl = tpl.str.replace_all(_DUR_TAIL, "${1}~")
     if lines["text"].str.contains("%|", literal=True).any():
         tpl = tpl.str.replace_all(_BAR.pattern, "%|BAR|")  # one template for every bar fill
     return (
