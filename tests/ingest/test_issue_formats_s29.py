@@ -153,3 +153,43 @@ def test_bts_time_left_is_no_metric(tmp_path: Path) -> None:
     # before: bts's `time left: 66.27h` was a metric `time_left_(h)`
     _, m, _ = _stored(tmp_path, BTS_HEADER)
     assert not any("left" in k for k in m)
+
+
+# ----- PccAI: batch counters that restart under a `Training at epoch E` line -----------------
+# Quoted as printed in https://github.com/InterDigitalInc/PccAI/issues/1 ("NaN during training
+# of example model"); the first line is constructed in the shape of the issue's own
+# `Training at epoch 9 ...` line (the paste shows epoch 8's header further up).
+PCCAI_EPOCHS = """\
+[2023-03-10 19:57:38,241] Training at epoch 8 (total 8) with lr 0.0008 and aux_lr 0.005
+[2023-03-10 20:01:35,500]     batch count: 280/308, iter: 280, bpp_loss_y: 0.012437, bpp_loss: 0.012437, xyz_loss: 0.077088, loss: 0.089525, aux_loss: 164.087860
+[2023-03-10 20:01:37,410]     batch count: 300/308, iter: 300, bpp_loss_y: 0.012863, bpp_loss: 0.012863, xyz_loss: 0.075995, loss: 0.088858, aux_loss: 142.232620
+[2023-03-10 20:01:37,997] Epoch: 8/8 --- time: 1375.538080, lr: 0.000800, avg_bpp_loss_y: 0.012987, avg_bpp_loss: 0.012987, avg_xyz_loss: 0.078155, avg_loss: 0.091141
+
+[2023-03-10 20:01:38,651] Current checkpoint saved to results/train_mdlnet/epoch_8.pth.
+
+[2023-03-10 20:01:38,652] Training at epoch 9 (total 9) with lr 0.0008 and aux_lr 0.005
+[2023-03-10 20:01:38,830]     batch count: 0/308, iter: 0, bpp_loss_y: 0.012501, bpp_loss: 0.012501, xyz_loss: 0.080857, loss: 0.093358, aux_loss: 136.108994
+[2023-03-10 20:01:40,742]     batch count: 20/308, iter: 20, bpp_loss_y: 0.013673, bpp_loss: 0.013673, xyz_loss: 0.078493, loss: 0.092165, aux_loss: 119.515297
+[2023-03-10 20:01:42,653]     batch count: 40/308, iter: 40, bpp_loss_y: 0.012228, bpp_loss: 0.012228, xyz_loss: 0.078756, loss: 0.090984, aux_loss: 107.893112
+[2023-03-10 20:01:44,570]     batch count: 60/308, iter: 60, bpp_loss_y: nan, bpp_loss: nan, xyz_loss: nan, loss: nan, aux_loss: nan
+"""  # noqa: E501
+
+
+def test_pccai_batches_count_over_epochs(tmp_path: Path) -> None:
+    # before: steps 280, 300 then 0, 20, 40, 60 again (every epoch on the first one's steps,
+    # sorted into one another), and `batch_count` stored as a metric
+    fmt, m, w = _stored(tmp_path, PCCAI_EPOCHS)
+    assert fmt == "generic_text"
+    loss = m["loss"]
+    assert sorted(loss) == [
+        7 * 308 + 280,
+        7 * 308 + 300,
+        8 * 308,
+        8 * 308 + 20,
+        8 * 308 + 40,
+        8 * 308 + 60,
+    ]
+    assert loss[7 * 308 + 300] == 0.088858 and loss[8 * 308] == 0.093358
+    assert math.isnan(loss[8 * 308 + 60]) and math.isnan(m["aux_loss"][8 * 308 + 60])
+    assert "batch_count" not in m
+    assert any("restart after 2" in x for x in w)

@@ -174,6 +174,9 @@ _PAIR_LINE = r"^\s*\x00[ \t]+\x00\s*$"
 _BAR = re.compile(r"%\|[^|\x00]*\|")  # tqdm's bar glyphs, which vary from line to line
 # `Epoch 2/10` alone on a line (Keras): the epoch of the records after it.
 _EPOCH_HEADER = re.compile(r"^\s*(?i:epoch)\s*\x00(?:\s*/\s*\x00)?\s*:?\s*$")
+# PccAI's `Training at epoch 4 (total 4) with lr 0.0008 ...`: a line that says an epoch
+# starts, before records whose counters restart with it (see _batch_counters)
+_EPOCH_START = r"(?i)^\s*(?:training|train|starting|start)\s+(?:at\s+)?epoch\s*\x00"
 _COUNT_AFTER = {"updates", "steps", "iterations", "iters"}
 _STEP_WORDS = {"iter", "iters", "iteration", "iterations", "step", "steps"}
 # Counts of skipped steps since the start of the run (DeepSpeed, InternEvo)
@@ -1351,6 +1354,7 @@ def extract(
             return empty, {}, 0
         _epochs_as_steps(prepared, found, notes)
     found = {k: t for k, t in found.items() if t.is_record or t.cont}
+    _batch_counters(prepared, found)
     step_tbl, name_tbl = _slot_table(found)
     hit = prepared.join(step_tbl, on="tpl", how="inner", maintain_order="left").with_columns(
         pl.col("body").str.extract_all(NUM).alias("nums")
@@ -1738,6 +1742,27 @@ def _training_bar_only(hit: pl.DataFrame, bars: list[str], notes: list[str]) -> 
     return hit.filter(~other)
 
 
+def _batch_counters(prepared: pl.DataFrame, found: dict[str, Template]) -> None:
+    """PccAI prints `Training at epoch 4 (total 4) with lr ...`, then records `batch count:
+    280/308, iter: 280, ...` whose counters start again at 0 every epoch: in a log with
+    such epoch lines, a record's `batch count: i/N` counts the epoch's batches, N of them.
+    Its template counts like Keras' `i/N` under `Epoch E/M` (`_epoch_headers`: over epochs
+    only where the counter goes back), and the batch counter is no metric of its own.
+    Before, every epoch's steps fell on the first epoch's."""
+    if not prepared["tpl"].str.contains(_EPOCH_START).any():
+        return
+    for t in found.values():
+        if not t.is_record or t.step_slot is None or t.epoch_slot is not None or t.per_epoch:
+            continue
+        lits = t.text.split(SLOT)
+        for i, key in list(t.names.items()):
+            batch = "batch" in key.lower().split()
+            if batch and i + 2 < len(lits) and lits[i + 1].strip() == "/":
+                t.per_epoch, t.total_slot = True, i + 1
+                del t.names[i]
+                break
+
+
 def _epoch_headers(
     prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]
 ) -> pl.DataFrame | None:
@@ -1747,7 +1772,8 @@ def _epoch_headers(
     counted = [k for k, t in found.items() if t.per_epoch and t.is_record]
     if not counted:
         return None
-    heads = prepared.filter(pl.col("tpl").str.contains(_EPOCH_HEADER.pattern)).select(
+    either = f"(?:{_EPOCH_HEADER.pattern})|(?:{_EPOCH_START})"
+    heads = prepared.filter(pl.col("tpl").str.contains(either)).select(
         "line", pl.col("body").str.extract(r"(\d+)", 1).cast(pl.Int64).alias("_header")
     )
     if heads.height == 0:
