@@ -193,3 +193,36 @@ def test_pccai_batches_count_over_epochs(tmp_path: Path) -> None:
     assert math.isnan(loss[8 * 308 + 60]) and math.isnan(m["aux_loss"][8 * 308 + 60])
     assert "batch_count" not in m
     assert any("restart after 2" in x for x in w)
+
+
+# ----- Learning-to-See-in-the-Dark: `epoch batch Loss=... Time=...` ---------------------------
+# cchen156/Learning-to-See-in-the-Dark's train_Sony.py prints `print("%d %d Loss=%.3f
+# Time=%.3f" % (epoch, cnt, ...))`, `cnt` counting the images of the epoch. Quoted as
+# printed in https://github.com/cchen156/Learning-to-See-in-the-Dark/issues/117:
+SID_EPOCH_BATCH = """\
+333 154 Loss=nan Time=0.040
+333 155 Loss=nan Time=0.041
+333 156 Loss=nan Time=0.043
+333 157 Loss=nan Time=0.036
+333 158 Loss=nan Time=0.042
+333 159 Loss=nan Time=0.040
+333 160 Loss=nan Time=0.036
+333 161 Loss=nan Time=0.042
+334 1 Loss=nan Time=0.044
+334 2 Loss=nan Time=0.042
+334 3 Loss=nan Time=0.036
+"""
+
+
+def test_leading_epoch_and_batch_of_a_record(tmp_path: Path) -> None:
+    # before: the epoch was the step: steps 333 and 334 only, every line of an epoch on one
+    # step and all but its last lost (11 NaN losses stored as 2)
+    fmt, m, _ = _stored(tmp_path, SID_EPOCH_BATCH)
+    assert fmt == "generic_text"
+    first = 332 * 161  # 161 images an epoch, read off the counts of epoch 333
+    steps = [first + i for i in range(154, 162)] + [first + 161 + i for i in (1, 2, 3)]
+    assert sorted(m["loss"]) == steps and all(map(math.isnan, m["loss"].values()))
+    assert m["time"][first + 154] == 0.040 and m["epoch"][first + 161 + 3] == 334
+    # a first number that rises on every line stays the step
+    _, m, _ = _stored(tmp_path, "100 3 Loss=2.5 Time=0.1\n200 3 Loss=2.4 Time=0.1\n")
+    assert m["loss"] == {100: 2.5, 200: 2.4}

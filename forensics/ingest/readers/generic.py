@@ -1042,6 +1042,41 @@ def _counts_before_values(
             break
 
 
+def _leading_epoch_batch(
+    prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]
+) -> None:
+    """Two bare integers opening a record (Learning-to-See-in-the-Dark prints `print("%d %d
+    Loss=%.3f Time=%.3f" % (epoch, cnt, ...))`: `333 154 Loss=nan Time=0.040`): when the
+    first repeats from line to line while the second rises under it, the first is the
+    epoch and the second the batch within it, the step (counted over epochs where it starts
+    again, `counted_over_epochs`). Read as the step, the epoch put every line of an epoch
+    on one step, all but its last line lost."""
+    for t in found.values():
+        lits = t.text.split(SLOT)
+        if t.step_slot != 0 or t.keyed or len(lits) < 4 or 1 in t.names:
+            continue
+        if lits[0].strip() or not re.fullmatch(r"[ \t]+", lits[1]):
+            continue
+        nums = prepared.filter(pl.col("tpl") == t.text)["body"].str.extract_all(NUM)
+        pair = pl.DataFrame(
+            {
+                "e": nums.list.get(0, null_on_oob=True).cast(pl.Int64, strict=False),
+                "b": nums.list.get(1, null_on_oob=True).cast(pl.Int64, strict=False),
+            }
+        )
+        if pair.null_count().sum_horizontal().item() or pair.height < 2:
+            continue
+        d_epoch, d_batch = pair["e"].diff().drop_nulls(), pair["b"].diff().drop_nulls()
+        same = d_epoch == 0
+        if (d_epoch < 0).any() or not same.any() or not (d_batch.filter(same) > 0).all():
+            continue
+        t.step_slot, t.names = 1, {0: "epoch", **t.names}
+        notes.append(
+            f"generic reader: {t.lines} lines like '{t.shown()[:80]}' open with the epoch and "
+            "the batch within it: the batch is the step"
+        )
+
+
 def _step_value_pairs(prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]) -> bool:
     """A log whose records are bare `<counter> <value>` lines (yanmtt prints `print(ctr,
     lv)` every 10 batches: `76970 2.6265104`, then `76980 nan`): the counter is the step
@@ -1333,6 +1368,7 @@ def extract(
         prepared = prepared.filter(~pl.col("line").is_in(said.implode()))
     found = templates(prepared, notes)
     _counts_before_values(prepared, found, notes)
+    _leading_epoch_batch(prepared, found, notes)
     empty = pl.DataFrame(
         schema={
             "line": pl.Int64,
