@@ -226,3 +226,25 @@ def test_leading_epoch_and_batch_of_a_record(tmp_path: Path) -> None:
     # a first number that rises on every line stays the step
     _, m, _ = _stored(tmp_path, "100 3 Loss=2.5 Time=0.1\n200 3 Loss=2.4 Time=0.1\n")
     assert m["loss"] == {100: 2.5, 200: 2.4}
+
+
+# ----- epfLLM/Megatron-LLM: `Bad grad_norm detected` before a skipped iteration --------------
+# Quoted as printed in https://github.com/epfLLM/Megatron-LLM/pull/34 ("Improve NaN detection
+# by checking `grad_norm`", its example log of a NaN handled); the warning line's trailing
+# blanks cut.
+MEGATRON_LLM_BAD_NORM = """\
+ iteration     3633/    8000 | consumed samples:       232512 | elapsed time per iteration (ms): 6956.6 | learning rate: 6.245E-06 | global batch size:    64 | loss scale: 1.0 | grad norm: 0.794 | number of skipped iterations:   0 | number of nan iterations:   0 |
+***WARNING*** Bad grad_norm detected (grad_norm=nan)
+ iteration     3634/    8000 | consumed samples:       232576 | elapsed time per iteration (ms): 8295.0 | learning rate: 6.245E-06 | global batch size:    64 | loss scale: 1.0 | number of skipped iterations:   1 |
+"""  # noqa: E501
+
+
+def test_megatron_llm_bad_grad_norm_is_the_next_steps_norm(tmp_path: Path) -> None:
+    # before: the warning was not read: grad_norm {3633: 0.794} only, the NaN lost
+    fmt, m, _ = _stored(tmp_path, MEGATRON_LLM_BAD_NORM)
+    assert fmt == "megatron"
+    assert m["grad_norm"][3633] == 0.794 and math.isnan(m["grad_norm"][3634])
+    assert m["skipped_iters"] == {3633: 0.0, 3634: 1.0}
+    inf = MEGATRON_LLM_BAD_NORM.replace("grad_norm=nan", "grad_norm=inf")
+    _, m, _ = _stored(tmp_path, inf)
+    assert m["grad_norm"][3634] == math.inf

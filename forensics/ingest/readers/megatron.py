@@ -46,6 +46,8 @@ _VAL = (
 # DeepSpeed ZeRO `OVERFLOW! Rank 0 Skipping step`, its fused optimizer's `[Rank 0] Overflow
 # detected. Skipping step` (GPT-NeoX logs), apex `Gradient overflow.  Skipping step`.
 _OVERFLOW = r"(?i:overflow(?:!| detected\.|\.).*skipping step)"
+# epfLLM/Megatron-LLM's optimizer: `***WARNING*** Bad grad_norm detected (grad_norm=nan)`
+_BAD_NORM = r"(?i)\bbad grad_norm detected \(grad_norm=([-+]?(?:nan|inf))\)"
 _SNIFF = re.compile(
     r"\biteration:?\s+\d+\s*/\s*\d+\s*\|[^|\n]*(?::|\b(?:lm loss|learning rate)\s)|"
     r"-{8,} arguments -{8,}|"
@@ -328,6 +330,41 @@ def _global_steps(
     return moved(records), moved(values)
 
 
+def _bad_grad_norms(
+    lines: pl.DataFrame, records: pl.DataFrame, values: pl.DataFrame, warnings: list[str]
+) -> pl.DataFrame:
+    """epfLLM/Megatron-LLM checks the gradient norm and, when it is not finite, prints
+    `***WARNING*** Bad grad_norm detected (grad_norm=nan)` and skips the step: that step's
+    record then prints `number of skipped iterations: 1` and no `grad norm`. The NaN (Inf)
+    is the norm of the next record's step (as an overflow line's), kept as its `grad norm`
+    where the record prints none. Before, the line was not read: the NaN was lost."""
+    found = lines.filter(pl.col("text").str.contains(_BAD_NORM)).select(
+        "line", pl.col("text").str.extract(_BAD_NORM, 1).alias("raw")
+    )
+    steps = records.filter(pl.col("kind") == "train").select("line", "step", "wall_time")
+    empty = values.select("step", "raw_name", "value", "wall_time").clear()
+    if found.height == 0 or steps.height == 0:
+        return empty
+    printed = values.filter(pl.col("raw_name").str.to_lowercase() == "grad norm")
+    hit = (
+        found.join_asof(steps, on="line", strategy="forward")
+        .filter(pl.col("step").is_not_null())
+        .join(printed.select("step"), on="step", how="anti")
+        .unique("step", keep="last", maintain_order=True)
+    )
+    if hit.height:
+        warnings.append(
+            f"{hit.height} `Bad grad_norm detected` lines: their NaN/Inf is the `grad norm` of "
+            "the step after them (skipped, its record prints no norm)"
+        )
+    return hit.select(
+        "step",
+        pl.lit("grad norm").alias("raw_name"),
+        pl.col("raw").str.to_lowercase().cast(pl.Float64).alias("value"),
+        "wall_time",
+    ).cast(empty.schema)
+
+
 # ----- DeepSpeed overflow lines -----------------------------------------------------------
 def _overflows(
     lines: pl.DataFrame, records: pl.DataFrame, warnings: list[str]
@@ -529,6 +566,7 @@ class MegatronReader(Reader):
         metrics = pl.concat(
             [
                 values.select("step", "raw_name", "value", "wall_time"),
+                _bad_grad_norms(lines, records, values, warnings),
                 counts.select("step", pl.lit("overflow").alias("raw_name"), "value", "wall_time"),
             ]
         )
