@@ -248,3 +248,28 @@ def test_megatron_llm_bad_grad_norm_is_the_next_steps_norm(tmp_path: Path) -> No
     inf = MEGATRON_LLM_BAD_NORM.replace("grad_norm=nan", "grad_norm=inf")
     _, m, _ = _stored(tmp_path, inf)
     assert m["grad_norm"][3634] == math.inf
+
+
+# ----- cellpose: one line every 10th epoch, its test loss named after the loss ---------------
+# Quoted as printed in https://github.com/MouseLand/cellpose/issues/594 (cellpose's
+# `Epoch %d, Time %4.1fs, Loss %2.4f, Loss Test %2.4f, LR %2.4f`, logged at epoch 5 and every
+# 10th); the last line follows their shape with a NaN.
+CELLPOSE_EPOCHS = """\
+2022-01-05 21:36:32,809 [INFO] Epoch 190, Time 43354.3s, Loss 0.6758, Loss Test 0.3793, LR 0.2000
+2022-01-05 22:14:13,626 [INFO] Epoch 200, Time 45615.1s, Loss 0.6738, Loss Test 0.3603, LR 0.2000
+2022-01-05 22:51:54,626 [INFO] Epoch 210, Time 47875.1s, Loss nan, Loss Test nan, LR 0.2000
+"""  # noqa: E501
+
+
+def test_cellpose_epochs_every_tenth_and_its_test_loss(tmp_path: Path) -> None:
+    # before: records numbered 1, 2, 3 in file order (the epoch rose by 10, not 1) and the
+    # test loss a metric `loss_test` of its own
+    fmt, m, w = _stored(tmp_path, CELLPOSE_EPOCHS)
+    assert fmt == "generic_text"
+    assert m["loss"][190] == 0.6758 and math.isnan(m["loss"][210])
+    assert m["test_loss"][200] == 0.3603 and math.isnan(m["test_loss"][210])
+    assert "loss_test" not in m and "epoch" not in m
+    assert not any("in file order" in x for x in w)
+    # an epoch that goes back is no step (a restart, or no epoch counter)
+    _, m, w = _stored(tmp_path, "Epoch 20, Loss 0.5\nEpoch 10, Loss 0.4\nEpoch 30, Loss 0.3\n")
+    assert sorted(m["loss"]) == [1, 2, 3] and any("in file order" in x for x in w)

@@ -265,6 +265,9 @@ _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
 _MAX_CONT_FIELDS = 12  # a step-less line with a loss and more fields than this is not a record
 _LOSSES = {"loss", "val_loss", "test_loss"}
+# A loss named before its split (cellpose `Loss 0.6758, Loss Test 0.3793`): the split's loss,
+# named as the split's own lines name it (`Test Loss`), never a metric `loss_test` of its own
+_LOSS_SPLIT = re.compile(r"(?i)\A(loss)[ _](test|val|valid|validation|eval)\Z")
 # llama-recipes `Epoch 4: train_perplexity=nan, train_epoch_loss=nan, epoch time 242.3s`
 _EPOCH_LOSS = re.compile(r"(?i)^(?:train|training|eval|val|valid|validation)?[_ ]?epoch[_ ]loss$")
 _MAX_TEMPLATES = 5000  # distinct templates examined at most (the most frequent first)
@@ -469,6 +472,7 @@ def infer(text: str, count: int) -> Template:
                 key = ""  # a count in millions, no metric's name
         if not _good_key(key) or _ETA_KEY.fullmatch(key.lower()):
             continue
+        key = _LOSS_SPLIT.sub(r"\2 \1", key)  # cellpose `Loss Test 0.3793`: `Test Loss`
         unit = _GLUED.match(lits[i + 1])
         if unit and befores[i] and not key.lower().endswith(unit.group(1).lower()):
             key = f"{key} ({unit.group(1)})"  # `time 1019.95ms` -> `time (ms)`, `0.0m` -> minutes
@@ -1114,9 +1118,10 @@ def _rising_count(prepared: pl.DataFrame, text: str, slot: int, value: int) -> b
 
 def _epochs_as_steps(prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]) -> None:
     """Records numbered in file order that count whole epochs (`epoch: 3451 loss: nan`, one
-    line per epoch) take the epoch as their step when it is an integer that rises by one
-    from record to record (a fractional epoch, as the Hugging Face Trainer prints, stays a
-    metric)."""
+    line per epoch) take the epoch as their step when it is an integer that rises from
+    record to record: by one, or by the epochs between two prints (cellpose logs `Epoch 5`,
+    then every 10th: `Epoch 190, Time 43354.3s, Loss 0.6758, ...`). A fractional epoch,
+    as the Hugging Face Trainer prints, stays a metric."""
     for t in [t for t in found.values() if t.ordinal]:
         slots = [i for i, k in t.names.items() if k.strip().lower() == "epoch"]
         if len(slots) != 1:
@@ -1125,13 +1130,13 @@ def _epochs_as_steps(prepared: pl.DataFrame, found: dict[str, Template], notes: 
             pl.col("body").str.extract_all(NUM).list.get(slots[0], null_on_oob=True)
         )
         epochs = raw.to_series().cast(pl.Int64, strict=False)
-        if epochs.null_count() or len(epochs) < 2 or not (epochs.diff().drop_nulls() == 1).all():
+        if epochs.null_count() or len(epochs) < 2 or not (epochs.diff().drop_nulls() > 0).all():
             continue
         del t.names[slots[0]]
         t.step_slot, t.keyed, t.ordinal = slots[0], True, False
         notes.append(
-            f"generic reader: the {t.lines} records like '{t.shown()[:80]}' count epochs one "
-            "by one: the epoch is their step"
+            f"generic reader: the {t.lines} records like '{t.shown()[:80]}' count whole "
+            "epochs: the epoch is their step"
         )
     if not any(t.ordinal for t in found.values()):  # the file-order note no longer holds
         notes[:] = [n for n in notes if "in file order" not in n]
