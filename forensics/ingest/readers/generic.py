@@ -255,10 +255,10 @@ _ETA_KEY = re.compile(r"eta|time[ _]left|(?:time[ _])?remaining(?:[ _]time)?")
 # section of the line, whose names belong to it
 _SECTION = re.compile(r"\[([A-Za-z][\w.\-]*)\]\s+(?=[A-Za-z])")
 _SECTION_SPLIT = {"valid": "val", "validation": "val", "val": "val", "eval": "eval", "test": "test"}
-# IMDLBenCo's `predict_loss: [local: 0.6921 | reduced: 0.6936]`: see _local_values
 # bts `[epoch][s/s_per_e/gs]: [`: bracketed, slash-joined names before their values
-_SLASH_HEADER = re.compile(r"^\s*((?:\[[A-Za-z_][\w]*(?:/[A-Za-z_]\w*)*\])+):?\s*\[\Z")
+_SLASH_HEADER = re.compile(r"^\s*((?:\[[A-Za-z_]\w*(?:/[A-Za-z_]\w*)*\])+):?\s*\[\Z")
 _HEADER_ABBREV = {"gs": "global_step"}  # bts: `gs` (global step), beside `s` (the epoch's)
+# IMDLBenCo's `predict_loss: [local: 0.6921 | reduced: 0.6936]`: see _local_values
 _LOCAL_OPEN = re.compile(r"([A-Za-z][\w./\-]*):\s*\[local:\s*\Z")
 _REDUCED = re.compile(r"\s*\|\s*reduced:\s*")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
