@@ -92,8 +92,10 @@ def detect(
     tolerance: float | None = TOLERANCE_OPTION,
     gpu_hour_cost: float | None = COST_OPTION,
 ) -> None:
-    """Find every loss spike, type it, name its likely cause and advise a recovery; store the
-    incidents, findings and near-misses in the database (re-running replaces them).
+    """Find every loss spike, NaN and divergence; type it, name its cause, advise a recovery.
+
+    Stores the incidents, findings and near-misses in the database (re-running replaces
+    them).
 
     Example: forensics detect --db runs.duckdb --run gpt-small
     """

@@ -61,9 +61,11 @@ def replay(
         False, "--no-judge", help="Do not train the bundled model as a judge (tier 2)."
     ),
 ) -> None:
-    """Confirm or refute each incident's suspected causes by replaying its batches, and store
-    the verdicts in the `replays` table. Says which tier ran (1: the run's batches and data
-    probes; 2: the bundled model as a judge; 3: the run's own model) and what the next needs.
+    """Replay each incident's batches to confirm or refute its suspected causes.
+
+    Stores the verdicts in the `replays` table and says which tier ran (1: the run's batches
+    and data probes; 2: the bundled model as a judge; 3: the run's own model) and what the
+    next needs.
 
     Example: forensics replay --db runs.duckdb --run rare_tokens --incident 1 --device cpu
     """

@@ -46,8 +46,10 @@ def simulate(
         None, "--strength", help="Size of the fault; its meaning depends on the scenario."
     ),
 ) -> None:
-    """Train the bundled reference model with a known fault injected; write a run folder with
-    metrics, batch manifest, checkpoints, truth.json, loss.png and a README.
+    """Train the bundled reference model with a known fault injected; write its run folder.
+
+    The folder holds metrics, a batch manifest, checkpoints, truth.json, loss.png and a
+    README.
 
     Example: forensics simulate rare_tokens --out runs/rare --steps 1000 --at 600
     Example: forensics simulate --all --out sample_logs/
