@@ -390,6 +390,7 @@ def incident(frame: pl.DataFrame, inc: Incident, f: Facts, title: str) -> go.Fig
         shapes.append(vline(inc.peak_step, "#d62728", "dot"))
         peak = label(inc.peak_step, f"peak {inc.peak_step}", "#d62728", "right")
         notes.append(_stacked(peak, ends, span))
+    shapes += _dip_band(inc, lo, hi, notes, ends, span)
     rec = f.symptoms.recovery
     if rec is not None:
         shapes.append(vline(rec, "#2ca02c", "dash"))
@@ -400,6 +401,23 @@ def incident(frame: pl.DataFrame, inc: Incident, f: Facts, title: str) -> go.Fig
     decorate(fig, shapes, notes)
     fig.update_xaxes(title_text="step", row=len(rows), col=1)
     return _room(layout(fig, f"{title}, steps {lo}–{hi}", len(rows)), ends)
+
+
+def _dip_band(
+    inc: Incident, lo: int, hi: int, notes: list[dict[str, Any]], ends: list[float], span: float
+) -> list[dict[str, Any]]:
+    """The collapse before the onset that detection stored (evidence `dip`, the steps the
+    skip advice takes out), shaded; labelled where it is wide enough to hold its label."""
+    dip = next((str(e["value"]) for e in inc.evidence if e.get("key") == "dip"), None)
+    if not dip or "-" not in dip:
+        return []
+    a, b = (int(x) for x in dip.split("-", 1))
+    a, b = max(a, lo), min(b, hi)
+    if b < a:
+        return []
+    if (b - a) / span >= 0.2:
+        notes.append(_stacked(label(a, "collapse (skipped)", "#7f7f7f", "right"), ends, span))
+    return [vband(a, b, "#7f7f7f")]
 
 
 def _level(y: float) -> dict[str, Any]:

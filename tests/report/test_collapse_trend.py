@@ -77,6 +77,8 @@ def test_the_return_from_a_collapse_is_judged_against_the_level_before_it(
     assert f"far below its pre-spike trend, at steps {start}–{start + 59} (8" in page
     k = inc["peak_step"] - start + 1
     assert f"the k = {k} batches of steps {start}–{inc['peak_step']}" in page
+    figure = (tmp_path / "out" / "figures" / "spike-01-metrics.html").read_text()
+    assert "collapse (skipped)" in figure  # the skipped steps, shaded
 
 
 def test_a_drop_the_loss_stays_at_is_still_the_curve(
