@@ -130,6 +130,11 @@ _LATE_STEP_KEYS = {"global_step", "global step", "g_step", "num_updates"}
 # `completed step: 10` (MaxText), `Training Iteration: 1787` (NVIDIA DLLogger): a phrase whose
 # last word names the step, unless another word says it is a setting, not the counter.
 _PHRASE_STEP = {"step", "iteration", "iter"}
+# MaxText's `eval metrics after step: 4, loss=9.855, total_weights=75264.0`: a phrase naming an
+# evaluation and the training step it ran after (its values are the evaluation's)
+_AFTER_STEP = re.compile(
+    r"(?:\A|\s)(val|valid|validation|eval|evaluation|test)\b.*\bafter (?:step|iteration|iter)\Z"
+)
 _NOT_COUNTER = {
     *("max", "total", "num", "warmup", "save", "log", "every", "per", "of"),
     *("eval", "val", "valid", "validation", "test", "inner", "micro"),
@@ -434,6 +439,7 @@ def infer(text: str, count: int) -> Template:
     lowered = [b.lower().lstrip("[").removesuffix("(train)") for b in befores]
     bar = _progress_bar(lits, skip)
     _glued_epoch(tpl, lits, lowered, skip)
+    after_split = "" if tpl.glued else _evaluation_after_step(tpl, lowered, skip)
     if tpl.step_slot is None and not tpl.glued:
         _step_key(tpl, lowered, lits, skip)
     if tpl.step_slot is None and bar is not None:
@@ -452,8 +458,9 @@ def infer(text: str, count: int) -> Template:
             tpl.per_epoch, tpl.total_slot = True, 1
     if tpl.step_slot is None:
         _epoch_iteration(tpl, lits, skip)
-    split_word = _split_of(lits, befores)
-    counted_split = False  # the line names its evaluation's counter (`Test with Pass 0`)
+    split_word = after_split or _split_of(lits, befores)
+    # the line names its evaluation's counter (`Test with Pass 0`) or step (`after step 4`)
+    counted_split = bool(after_split)
     entries = dict_entries(lits)
     sections = _sections(lits)
     for i in range(n):
@@ -624,6 +631,20 @@ def _opens_with_progress(tpl: Template, lits: list[str]) -> bool:
     if step is None or step + 1 >= len(lits) - 1 or lits[step + 1].strip() != "/":
         return False
     return all(j == tpl.epoch_slot for j in range(step))
+
+
+def _evaluation_after_step(tpl: Template, lowered: list[str], skip: set[int]) -> str:
+    """The split of a line that names an evaluation and the training step it ran after
+    (MaxText's `eval metrics after step: 4, loss=9.855, total_weights=75264.0`), its step
+    slot set. Read as a step-less line, its loss replaced the training loss of step 4 (a
+    NaN of the training line lost under the evaluation's value)."""
+    for i, key in enumerate(lowered):
+        hit = _AFTER_STEP.search(key)
+        if hit and i not in skip:
+            tpl.step_slot, tpl.keyed = i, True
+            word = hit.group(1)
+            return "val" if word.startswith("val") else word.removesuffix("uation")
+    return ""
 
 
 def _step_key(tpl: Template, lowered: list[str], lits: list[str], skip: set[int]) -> None:
