@@ -43,3 +43,88 @@ def test_maxtext_eval_loss_after_its_step(tmp_path: Path) -> None:
     assert m["val_loss"] == {4: 9.855, 9: 9.420}
     assert m["total_weights"][9] == 7979 and m["eval/total_weights"][9] == 75264.0
     assert not any("after" in k for k in m)
+
+
+# ----- CLU's LoggingWriter (Flax examples, T5X): `[step] k=v, k=v` ----------------------------
+# CLU's `LoggingWriter.write_scalars` logs `logging.info("[%d]%s %s", step, collection_str,
+# ", ".join(f"{k}={v:.6g}" ...))` (google/CommonLoopUtils, clu/metric_writers/
+# logging_writer.py). Quoted as printed in the Flax ImageNet example's README
+# (https://github.com/google/flax/blob/main/examples/imagenet/README.md, its sample run on
+# a TPU: the Markdown indent cut); step 6200's `train_loss` (printed 2.881490468978882) made
+# a NaN.
+FLAX_CLU = """\
+I0919 14:15:19.576108 140166890789952 local.py:50] Created artifact [10] Profile of type ArtifactType.URL and value None.
+I0919 14:15:27.775955 140151934879488 logging_writer.py:35] [100] steps_per_second=2.183623, train_accuracy=0.0013867187080904841, train_learning_rate=0.003165467409417033, train_loss=6.95107364654541
+I0919 14:15:41.729644 140151934879488 logging_writer.py:35] [200] steps_per_second=7.168900, train_accuracy=0.007822265848517418, train_learning_rate=0.009560351260006428, train_loss=6.772485733032227
+I0919 14:28:37.741533 140151934879488 logging_writer.py:35] [6100] steps_per_second=8.084761, train_accuracy=0.3821484446525574, train_learning_rate=0.3868584930896759, train_loss=2.8847763538360596
+I0919 14:28:50.134743 140151934879488 logging_writer.py:35] [6200] steps_per_second=8.069629, train_accuracy=0.3834472596645355, train_learning_rate=0.3932534158229828, train_loss=nan
+I0919 14:29:00.699282 140166890789952 train.py:365] eval epoch: 4, loss: 2.9286, accuracy: 37.13
+I0919 14:29:00.699987 140151934879488 logging_writer.py:35] [6255] eval_accuracy=0.3712972104549408, eval_loss=2.928572654724121
+I0919 14:29:00.780086 140166890789952 checkpoints.py:356] Saving checkpoint at step: 6255
+"""  # noqa: E501
+# T5X writes its train summaries through the same writer with `collection=train` (CLU's own
+# test expects `INFO:absl:[0] collection=train a=3, b=0.15`; a T5X run's log shows
+# `I0709 15:29:52.025554 12803141632 logging_writer.py:48] [0] collection=train
+# timing/train_iter_warmup=1.90735e-06`, its first line here). The other lines are
+# constructed in that shape with T5X's metric names around a NaN.
+T5X_CLU = """\
+I0709 15:29:52.025439 8383831552 train.py:613] BEGIN Train loop.
+I0709 15:29:52.025554 12803141632 logging_writer.py:48] [0] collection=train timing/train_iter_warmup=1.90735e-06
+I0709 15:29:52.026439 8383831552 trainer.py:509] Training: step 0
+I0709 15:31:10.100000 12803141632 logging_writer.py:48] [100] collection=train accuracy=0.3121, cross_ent_loss=4.2131, loss=4.2502, z_loss=0.0371
+I0709 15:32:10.100000 12803141632 logging_writer.py:48] [200] collection=train accuracy=0.0012, cross_ent_loss=nan, loss=nan, z_loss=nan
+INFO:absl:[300] collection=train accuracy=0.0011, cross_ent_loss=nan, loss=nan, z_loss=nan
+INFO:absl:[300] collection=validation loss=2.5
+"""  # noqa: E501
+
+
+def test_clu_logging_writer_step_in_brackets(tmp_path: Path) -> None:
+    # before: the `[100]` went with the log prefix (a logger's tag): no step, the records
+    # numbered 1, 2, ... in file order, the eval line a step-less line of the record before
+    fmt, m, w = _stored(tmp_path, FLAX_CLU)
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == [100, 200, 6100, 6200]
+    assert m["loss"][100] == 6.95107364654541 and math.isnan(m["loss"][6200])
+    assert m["val_loss"][6255] == 2.928572654724121 and m["eval_accuracy"][6255] > 0.37
+    assert m["steps_per_second"][6100] == 8.084761
+    assert not any("in file order" in x for x in w)
+
+
+def test_t5x_collection_train_step(tmp_path: Path) -> None:
+    # before: `[N] collection=train` lines were step-less continuation lines of `Training:
+    # step 0`: loss {0: nan} only (step 100's 4.2502 lost), `accuracy` not read, and the
+    # validation line's loss dropped among them
+    _, m, _ = _stored(tmp_path, T5X_CLU)
+    assert m["loss"][100] == 4.2502 and math.isnan(m["loss"][200]) and math.isnan(m["loss"][300])
+    assert m["cross_ent_loss"][100] == 4.2131 and m["accuracy"][300] == 0.0011
+    assert m["timing/train_iter_warmup"] == {0: 1.90735e-06}
+    assert m["val_loss"] == {300: 2.5}  # an evaluation's collection: never the training loss
+
+
+# ----- big_vision: `[step] name = value`, one metric a line -----------------------------------
+# big_vision's metric writer logs `logging.info(f"\u001b[35m[{self.step}]\u001b[0m {name} =
+# {value}")` (google-research/big_vision, big_vision/utils.py, `BigVisionMetricWriter.measure`):
+# the step in magenta, one metric a line. Constructed in that shape (absl's prefix, big_vision
+# train.py's metric names) around a NaN; the last lines as pasted with the ESC bytes lost.
+BIG_VISION = """\
+I0101 10:00:00.000000 140 utils.py:502] \x1b[35m[1000]\x1b[0m l2_params = 251.84
+I0101 10:00:00.000000 140 utils.py:502] \x1b[35m[1000]\x1b[0m training_loss = 2.3451
+I0101 10:00:00.000000 140 utils.py:502] \x1b[35m[1000]\x1b[0m lr = 0.001
+I0101 10:01:00.000000 140 utils.py:502] \x1b[35m[2000]\x1b[0m l2_params = nan
+I0101 10:01:00.000000 140 utils.py:502] \x1b[35m[2000]\x1b[0m training_loss = nan
+I0101 10:01:00.000000 140 utils.py:502] \x1b[35m[2000]\x1b[0m lr = 0.0009
+I0101 10:02:00.000000 140 utils.py:502] [35m[3000][0m l2_params = nan
+I0101 10:02:00.000000 140 utils.py:502] [35m[3000][0m training_loss = nan
+I0101 10:02:00.000000 140 utils.py:502] [35m[3000][0m lr = 0.0008
+"""
+
+
+def test_big_vision_one_metric_a_line(tmp_path: Path) -> None:
+    # before: no step (the bracket went with the prefix): `training_loss` lines numbered 1, 2,
+    # 3 in file order, `l2_params` and `lr` not read
+    fmt, m, w = _stored(tmp_path, BIG_VISION)
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == [1000, 2000, 3000] and math.isnan(m["loss"][3000])
+    assert m["loss"][1000] == 2.3451 and m["lr"] == {1000: 0.001, 2000: 0.0009, 3000: 0.0008}
+    assert m["l2_params"][1000] == 251.84 and math.isnan(m["l2_params"][2000])
+    assert not any("in file order" in x for x in w)

@@ -98,7 +98,16 @@ _PREFIX = (
 # cross-entropy : 130.97`): it says the line's loss is an evaluation's, so it is kept out of
 # the prefix (masked as \x01split\x01 while the prefix goes, then restored).
 _SPLIT_TAG = r"\[((?i:val|valid|validation|eval|test))\]"
+_CLU_VALUE = r"[A-Za-z][\w./\-]*\s?=\s?[-+]?(?:\d|(?i:nan|inf))"
 _MASKED_TAG = r"\x01([A-Za-z]+)\x01"
+# CLU's LoggingWriter (Flax examples, T5X) logs `[%d]%s %s`: the step in brackets, then
+# `k=v, ...` (`I0919 ... logging_writer.py:35] [100] train_loss=6.95`, T5X's `[100]
+# collection=train loss=4.25`); big_vision's writer logs `[%d] name = value`, one metric a line.
+# Taken for a logger's tag, the bracket went with the prefix and the step with it: written
+# `[step=N]` (which the prefix keeps), an evaluation's collection as its split's tag.
+_CLU_HEAD = r"^(|.*?\]\s+|[A-Z]+:absl:)\[(\d+)\]\s+"  # after absl's glog or `INFO:absl:`
+_CLU_STEP = _CLU_HEAD + r"(?:collection=train\s+)?(" + _CLU_VALUE + ")"
+_CLU_SPLIT = _CLU_HEAD + r"collection=((?i:val|valid|validation|eval|test))\s+(" + _CLU_VALUE + ")"
 # bts's header `[epoch][s/s_per_e/gs]: [4][...]` opens with `[epoch]`, which the prefix would
 # take for a logger's tag: masked the same way (see _slash_header)
 _EPOCH_HEAD = r"\[((?i:epoch))\]\["
@@ -938,6 +947,8 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .str.replace_all(_BARE_SGR, "${1}")
         .str.replace_all(_NAMED_NUMBER, "${1}_${2}/${3}")
         .str.replace_all(_GROUP_INDEX, "(${1}_${2})")
+        .str.replace(_CLU_SPLIT, "${1}[step=${2}] [${3}] ${4}")
+        .str.replace(_CLU_STEP, "${1}[step=${2}] ${3}")
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
         .str.replace_all(_EPOCH_HEAD, "\x01${1}\x01[")
         .str.replace(_PREFIX, "")
