@@ -128,3 +128,31 @@ def test_big_vision_one_metric_a_line(tmp_path: Path) -> None:
     assert m["loss"][1000] == 2.3451 and m["lr"] == {1000: 0.001, 2000: 0.0009, 3000: 0.0008}
     assert m["l2_params"][1000] == 251.84 and math.isnan(m["l2_params"][2000])
     assert not any("in file order" in x for x in w)
+
+
+# ----- PaxML: `[PAX STATUS] step_i: N, training loss: L` --------------------------------------
+# PaxML's summary handler logs `'[PAX STATUS] step_i: %d, %s loss: %s', step, self._name,
+# loss` (paxml/summary_utils.py). Quoted as printed in
+# https://github.com/kaixih/xla_fp8_perf_test/blob/main/README.md (its convergence test, the
+# shell prompt cut); the last two lines follow their shape with NaN.
+PAXML_STATUS = """\
+NETWORK             BACKEND MATH SDPA           XLA_EXTRAS GPUs STEPS/SEC LOSS WALLSECS
+Running direct cudnn attention
+GPT5B                   XLA  fp8   FA    cublaslt,cudnn_ln    8     0.974 3.877     1719
+[PAX STATUS]: Starting training loop.
+[PAX STATUS] step_i: 100, training loss: 6.3584294
+[PAX STATUS] step_i: 200, training loss: 5.824545
+[PAX STATUS] step_i: 300, training loss: 5.382527
+[PAX STATUS] step_i: 400, training loss: nan
+[PAX STATUS] step_i: 500, training loss: nan
+"""
+
+
+def test_paxml_step_i_is_the_step(tmp_path: Path) -> None:
+    # before: `step_i` was a metric and the records were numbered 1, 2, ... in file order
+    fmt, m, w = _stored(tmp_path, PAXML_STATUS)
+    assert fmt == "generic_text"
+    assert sorted(m) == ["loss"]
+    assert sorted(m["loss"]) == [100, 200, 300, 400, 500]
+    assert m["loss"][100] == 6.3584294 and math.isnan(m["loss"][500])
+    assert not any("in file order" in x for x in w)

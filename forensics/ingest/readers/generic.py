@@ -124,6 +124,7 @@ _STEP_KEYS = (
     "g_step",
     "num_updates",
     "step",
+    "step_i",  # PaxML's `[PAX STATUS] step_i: 100, training loss: 6.358`
     "steps",
     "iteration",
     "iterations",
