@@ -156,3 +156,29 @@ def test_paxml_step_i_is_the_step(tmp_path: Path) -> None:
     assert sorted(m["loss"]) == [100, 200, 300, 400, 500]
     assert m["loss"][100] == 6.3584294 and math.isnan(m["loss"][500])
     assert not any("in file order" in x for x in w)
+
+
+# ----- XLM: `INFO - 10/04/19 14:41:25 - 0:11:11 -    1135 - ... MLM-en:  7.7416` ------------
+# XLM's LogFormatter prefixes `levelname - %x %X - elapsed - `, and its trainer's print_stats
+# logs `"%7i - " % n_total_iter`, `"{:7.2f} sent/s - {:8.2f} words/s - "`, the objectives'
+# `'{}: {:7.4f}'` joined by ` || ` and ` - model LR: `. Quoted as printed in
+# https://github.com/facebookresearch/XLM/issues/209 (`MLM-en` "is the cross-entropy loss");
+# the last line's `MLM-en` (printed 7.6046) made a NaN.
+XLM_STATS = """\
+INFO - 10/04/19 14:41:25 - 0:11:11 -    1135 -   56.12 sent/s -  2143.80 words/s - MLM-en:  7.7416 -  - model LR: 3.8795e-06
+INFO - 10/04/19 14:41:27 - 0:11:14 -    1140 -   56.10 sent/s -  2092.52 words/s - MLM-en:  7.6028 -  - model LR: 3.8962e-06
+INFO - 10/04/19 14:41:30 - 0:11:17 -    1145 -   55.89 sent/s -  2171.22 words/s - MLM-en:  7.5921 -  - model LR: 3.9129e-06
+INFO - 10/04/19 14:41:33 - 0:11:20 -    1150 -   55.94 sent/s -  2176.00 words/s - MLM-en:     nan -  - model LR: 3.9295e-06
+"""  # noqa: E501
+
+
+def test_xlm_iteration_count_after_its_clock(tmp_path: Path) -> None:
+    # before: the `10/04/19 14:41:25 - 0:11:11 -` stamp stayed in the line, its numbers before
+    # the iteration count: no step, no format recognised the file (the NaN never read)
+    fmt, m, w = _stored(tmp_path, XLM_STATS)
+    assert fmt == "generic_text"
+    assert sorted(m["mlm_en"]) == [1135, 1140, 1145, 1150]
+    assert m["mlm_en"][1135] == 7.7416 and math.isnan(m["mlm_en"][1150])
+    assert m["lr"][1150] == 3.9295e-06
+    assert m["sent/s"][1135] == 56.12 and m["words/s"][1135] == 2143.80  # each under its unit
+    assert not any("in file order" in x for x in w)

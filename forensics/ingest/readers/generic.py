@@ -82,6 +82,9 @@ _PREFIX = (
     # is the epoch and the loop, not a logger)
     r"|[\s:|\]\-]*(?:[A-Za-z_]\w*)?:(?:[A-Za-z_][\w.]*)?:)?[\s:|\]\-]*"
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"  # glog (torchrun warnings)
+    # XLM's LogFormatter: `INFO - 10/04/19 14:41:25 - 0:11:11 - ` (`%x %X`, then the time
+    # elapsed): left on, the run's counter after them was no leading number
+    r"|\d\d/\d\d/\d\d \d\d:\d\d:\d\d(?: - (?:\d+ days?, )?\d+:\d\d:\d\d)? -"
     # a timestamp, after an upper-case tag (NVIDIA DLLogger's `DLL 2020-05-29 11:31:45.76 - `);
     # `2022-11-19_07:48:23.57` (ProbTransformer) joins date and time with `_`
     r"|(?:[A-Z]{2,8}\s+)?\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
@@ -243,6 +246,9 @@ _OPEN_VALUE = re.compile(
     r"|(?<=[=:])\s*tensor\()\s*\Z"  # `eval_ppl=tensor(nan, device='cuda:0')` (llama-recipes)
 )
 # Caffe's `(* 1 = 0.66597 loss)` after an output's value: its loss weight, then its share
+# XLM's `56.12 sent/s -  2143.80 words/s`: the text between two values is the first one's
+# rate unit and a dash; it names no value after it (the words/s were stored as `sent/s_`)
+_RATE_UNIT_SEP = re.compile(r"\s+[A-Za-z]+/[A-Za-z]+\s+-+\s+")
 _WEIGHTED = re.compile(r"\(\*\s*\Z")
 # A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
 _TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
@@ -376,8 +382,9 @@ def _rate_by_unit(key: str, after: str) -> str:
 
 def _key_body(lit: str) -> str:
     """A slot's preceding text without the opening of a bracketed or quoted value and the
-    separators before it: where its key ends."""
-    return _OPEN_VALUE.sub("", lit).rstrip(" \t:=#")
+    separators before it: where its key ends (XLM's `valid_en_mlm_ppl -> 2206.38`: the arrow
+    too)."""
+    return _OPEN_VALUE.sub("", lit).rstrip(" \t:=#").removesuffix("->").rstrip(" \t")
 
 
 def _tagged(lit: str) -> bool:
@@ -480,7 +487,7 @@ def infer(text: str, count: int) -> Template:
             tpl.groups[i] = entries[i][0]
             tpl.names[i] = "/".join(entries[i])
             continue
-        key = befores[i]
+        key = "" if i and _RATE_UNIT_SEP.fullmatch(lits[i]) else befores[i]
         if not _WORD.search(key):
             after = lits[i + 1]
             spaced = not lits[i] or lits[i][-1:] in " \t|,;"  # `| 4230.95 ms`, not `:39  time`
