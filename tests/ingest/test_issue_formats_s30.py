@@ -182,3 +182,28 @@ def test_xlm_iteration_count_after_its_clock(tmp_path: Path) -> None:
     assert m["lr"][1150] == 3.9295e-06
     assert m["sent/s"][1135] == 56.12 and m["words/s"][1135] == 2143.80  # each under its unit
     assert not any("in file order" in x for x in w)
+
+
+# ----- Transformer-XL: `| Eval  12 at step    48000 | ... | valid loss  4.16 |` --------------
+# Transformer-XL's PyTorch train.py prints its evaluations as `| Eval {:3d} at step {:>8d} |
+# time: {:5.2f}s | valid loss {:5.2f} | valid ppl {:9.3f}` between its `| epoch ... step ...`
+# training lines. Quoted as printed in https://github.com/kimiyoung/transformer-xl/issues/69
+# (its ruler lines cut to 40 dashes); the last line follows their shape with a NaN.
+TRANSFORMER_XL = """\
+----------------------------------------
+| Eval  12 at step    48000 | time: 5132.39s | valid loss  4.16 | valid ppl    64.240
+----------------------------------------
+| epoch   1 step    48200 |  48200 batches | lr 0.000244 | ms/batch 1410.03 | loss  4.13 | ppl    61.889
+| epoch   1 step    48400 |  48400 batches | lr 0.000244 | ms/batch 1294.38 | loss  4.14 | ppl    62.738
+| epoch   1 step    48600 |  48600 batches | lr 0.000244 | ms/batch 1266.15 | loss   nan | ppl       nan
+"""  # noqa: E501
+
+
+def test_transformer_xl_eval_line_names_its_split(tmp_path: Path) -> None:
+    # before: the eval's loss was a metric `eval_valid_loss` and its count of evaluations (12)
+    # a metric `eval`; `valid ppl` no validation perplexity
+    fmt, m, _ = _stored(tmp_path, TRANSFORMER_XL)
+    assert fmt == "generic_text"
+    assert m["val_loss"] == {48000: 4.16} and m["val_ppl"] == {48000: 64.240}
+    assert m["loss"][48200] == 4.13 and math.isnan(m["loss"][48600])
+    assert "eval" not in m and not any(k.startswith("eval_") for k in m)

@@ -215,6 +215,7 @@ _SPLIT_COUNTER = re.compile(
     r"(?:step|iter|iteration|batch|epoch|pass)s?\Z"
 )
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
+_AT_STEP = re.compile(r"\s+at\s+(?:step|iteration|iter)\b")  # `Eval 12 at step 48000`
 _FIELD_SEP = re.compile(r"[|,;\t\]]|\s{2,}|:\s|\s-+\s|=(?=\s)")  # `-`, `--` (InternEvo)
 _WORD = re.compile(r"[A-Za-z]")
 _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step lines)
@@ -506,9 +507,11 @@ def infer(text: str, count: int) -> Template:
         if key.lower() in _SPLITS and lits[i + 1].strip() == "/":
             skip.add(i + 1)  # timm `Test: [  50/195]`: the evaluation's batch counter
             continue
+        if key.lower() in _SPLITS and _AT_STEP.match(lits[i + 1]):
+            continue  # Transformer-XL `| Eval  12 at step 48000 |`: the evaluations' count
         if key.lower() in _SPLITS and n - len(skip) == 2:  # build-nanogpt: `0 train 10.955`
             key = f"{key} loss"
-        elif split_word and split_word not in key.lower() and _split_loss(key):
+        elif split_word and not _names_split(key) and _split_loss(key):
             key = _split_named(split_word, key)
         tpl.names[i] = _in_section(_rate_by_unit(key, lits[i + 1]), sections[i])
     if counted_split and split_word:
@@ -910,6 +913,13 @@ def _good_key(key: str) -> bool:
     if _SOURCE_FILE.search(key):
         return False
     return key.count("(") == key.count(")")
+
+
+def _names_split(key: str) -> bool:
+    """The key names its split already (Transformer-XL's `| Eval 12 at step 48000 | ...
+    | valid loss 4.16`: `valid loss` on an eval line is the validation loss, not a metric
+    `eval_valid_loss`)."""
+    return any(w in _SPLITS for w in re.findall(r"[a-z]+", key.lower()))
 
 
 def _split_loss(key: str) -> bool:
