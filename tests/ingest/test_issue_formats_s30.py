@@ -207,3 +207,38 @@ def test_transformer_xl_eval_line_names_its_split(tmp_path: Path) -> None:
     assert m["val_loss"] == {48000: 4.16} and m["val_ppl"] == {48000: 64.240}
     assert m["loss"][48200] == 4.13 and math.isnan(m["loss"][48600])
     assert "eval" not in m and not any(k.startswith("eval_") for k in m)
+
+
+# ----- DeepSpeed-Chat / InstructLab: every rank prints its own loss ---------------------------
+# DeepSpeed-Chat's step-1/step-2 main.py (`if args.print_loss:`) and InstructLab's training
+# print `f"Epoch: {epoch}, Step: {step}, Rank: {torch.distributed.get_rank()}, loss = {loss}"`
+# on every rank. The step-1 lines are quoted as an 8-GPU InstructLab run printed them, in a
+# public RHEL AI walkthrough's log (the index that holds the copy names no repository; the
+# ranks 2, 3 and 6 lines there are glued to one another and left out); the step-2 lines are
+# constructed in that shape, rank 3 with a NaN.
+PER_RANK_LOSS = """\
+Epoch: 0, Step: 1, Rank: 1, loss = 2.484375
+Epoch: 0, Step: 1, Rank: 7, loss = 2.59375
+Epoch: 0, Step: 1, Rank: 0, loss = 2.21875
+Epoch: 0, Step: 1, Rank: 4, loss = 2.5625
+Epoch: 0, Step: 1, Rank: 5, loss = 2.703125
+Epoch: 0, Step: 2, Rank: 3, loss = nan
+Epoch: 0, Step: 2, Rank: 0, loss = 2.359375
+Epoch: 0, Step: 2, Rank: 1, loss = 2.4375
+"""
+
+
+def test_each_ranks_loss_keeps_its_rank(tmp_path: Path) -> None:
+    # before: the ranks' lines replaced one another at a step, the last printed kept
+    # (loss {1: 2.703125 (rank 5), 2: 2.4375 (rank 1)}: rank 3's NaN lost) and `rank` a metric
+    fmt, m, w = _stored(tmp_path, PER_RANK_LOSS)
+    assert fmt == "generic_text"
+    assert m["loss"] == {1: 2.21875, 2: 2.359375}  # rank 0's
+    assert m["loss/rank5"] == {1: 2.703125} and m["loss/rank1"] == {1: 2.484375, 2: 2.4375}
+    assert math.isnan(m["loss/rank3"][2])
+    assert "rank" not in m and m["epoch"] == {1: 0.0, 2: 0.0}
+    assert any("printed by 6 ranks" in x for x in w)
+    # one rank printing: no renaming, and its rank is no metric
+    one = "Epoch: 0, Step: 10, Rank: 0, loss = 2.3456\nEpoch: 0, Step: 11, Rank: 0, loss = nan\n"
+    _, m, _ = _stored(tmp_path, one)
+    assert sorted(m) == ["epoch", "loss"] and math.isnan(m["loss"][11])

@@ -1480,7 +1480,7 @@ def extract(
             parse_number(pl.col("raw").str.replace_all(",", "")).alias("value")
         ).filter(pl.col("value").is_not_null())
         rows = pl.concat([rows.filter(pl.col("value").is_not_null()), odd])
-    rows = rows.sort(["line", "slot"])
+    rows = _per_rank(rows.sort(["line", "slot"]), notes)
     used = set(rows["tpl"].unique().to_list())
     found = {k: t for k, t in found.items() if k in used}
     grouped = {t.names[i]: key for t in found.values() for i, key in t.groups.items()}
@@ -1500,6 +1500,33 @@ def extract(
     if bad_step.height:
         notes.append(f"{bad_step.height} lines whose step field is not an integer: ignored")
     return out, found, ignored
+
+
+def _per_rank(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+    """DeepSpeed-Chat's step-1 `Epoch: 0, Step: 1, Rank: 3, loss = 2.42` is printed by every
+    rank, each its own loss: the lowest rank's values keep their names, another rank's are
+    `<name>/rank<r>` (its epoch, the same for all, is not repeated), and the rank is no
+    metric. (The ranks' lines replaced one another at a step, the last printed kept: a NaN
+    of rank 3 lost under rank 1's value, and `rank` was a metric.)"""
+    is_rank = pl.col("raw_name").str.to_lowercase() == "rank"
+    ranks = rows.filter(is_rank).select("line", pl.col("value").alias("rank_of_line"))
+    if ranks.height == 0:
+        return rows
+    first = int(ranks.select(pl.col("rank_of_line").min()).item())
+    other = pl.col("rank_of_line").is_not_null() & (pl.col("rank_of_line") != first)
+    table = alias_table()
+    epochs = [n for n in rows["raw_name"].unique().to_list() if table.canonical(n) == "epoch"]
+    named = pl.format("{}/rank{}", "raw_name", pl.col("rank_of_line").cast(pl.Int64))
+    out = rows.filter(~is_rank).join(ranks, on="line", how="left", maintain_order="left")
+    out = out.filter(~(other & pl.col("raw_name").is_in(epochs)))
+    out = out.with_columns(pl.when(other).then(named).otherwise("raw_name").alias("raw_name"))
+    n = ranks["rank_of_line"].n_unique()
+    if n > 1:
+        notes.append(
+            f"generic reader: records printed by {n} ranks (`Rank: r`): rank {first}'s "
+            "values keep their names, another rank's are stored as `<name>/rank<r>`"
+        )
+    return out.drop("rank_of_line")
 
 
 def _skipped_steps(
