@@ -66,13 +66,15 @@ I0919 14:29:00.780086 140166890789952 checkpoints.py:356] Saving checkpoint at s
 # test expects `INFO:absl:[0] collection=train a=3, b=0.15`; a T5X run's log shows
 # `I0709 15:29:52.025554 12803141632 logging_writer.py:48] [0] collection=train
 # timing/train_iter_warmup=1.90735e-06`, its first line here). The other lines are
-# constructed in that shape with T5X's metric names around a NaN.
+# constructed in that shape with T5X's metric names around a NaN, and an evaluation's under
+# T5X's collection name for it (`training_eval/<task>`).
 T5X_CLU = """\
 I0709 15:29:52.025439 8383831552 train.py:613] BEGIN Train loop.
 I0709 15:29:52.025554 12803141632 logging_writer.py:48] [0] collection=train timing/train_iter_warmup=1.90735e-06
 I0709 15:29:52.026439 8383831552 trainer.py:509] Training: step 0
 I0709 15:31:10.100000 12803141632 logging_writer.py:48] [100] collection=train accuracy=0.3121, cross_ent_loss=4.2131, loss=4.2502, z_loss=0.0371
 I0709 15:32:10.100000 12803141632 logging_writer.py:48] [200] collection=train accuracy=0.0012, cross_ent_loss=nan, loss=nan, z_loss=nan
+I0709 15:33:10.100000 12803141632 logging_writer.py:48] [200] collection=training_eval/wmt_t2t_ende_v003 accuracy=0.4102, cross_ent_loss=3.1, loss=3.15, z_loss=0.05
 INFO:absl:[300] collection=train accuracy=0.0011, cross_ent_loss=nan, loss=nan, z_loss=nan
 INFO:absl:[300] collection=validation loss=2.5
 """  # noqa: E501
@@ -98,7 +100,9 @@ def test_t5x_collection_train_step(tmp_path: Path) -> None:
     assert m["loss"][100] == 4.2502 and math.isnan(m["loss"][200]) and math.isnan(m["loss"][300])
     assert m["cross_ent_loss"][100] == 4.2131 and m["accuracy"][300] == 0.0011
     assert m["timing/train_iter_warmup"] == {0: 1.90735e-06}
-    assert m["val_loss"] == {300: 2.5}  # an evaluation's collection: never the training loss
+    # an evaluation's collection: never the training values of its step
+    assert m["val_loss"] == {200: 3.15, 300: 2.5}
+    assert m["accuracy"][200] == 0.0012 and m["eval/accuracy"][200] == 0.4102
 
 
 # ----- big_vision: `[step] name = value`, one metric a line -----------------------------------

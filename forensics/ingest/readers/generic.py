@@ -107,10 +107,16 @@ _MASKED_TAG = r"\x01([A-Za-z]+)\x01"
 # `k=v, ...` (`I0919 ... logging_writer.py:35] [100] train_loss=6.95`, T5X's `[100]
 # collection=train loss=4.25`); big_vision's writer logs `[%d] name = value`, one metric a line.
 # Taken for a logger's tag, the bracket went with the prefix and the step with it: written
-# `[step=N]` (which the prefix keeps), an evaluation's collection as its split's tag.
+# `[step=N]` (which the prefix keeps).
 _CLU_HEAD = r"^(|.*?\]\s+|[A-Z]+:absl:)\[(\d+)\]\s+"  # after absl's glog or `INFO:absl:`
 _CLU_STEP = _CLU_HEAD + r"(?:collection=train\s+)?(" + _CLU_VALUE + ")"
-_CLU_SPLIT = _CLU_HEAD + r"collection=((?i:val|valid|validation|eval|test))\s+(" + _CLU_VALUE + ")"
+# an evaluation's collection (`validation`; T5X's `training_eval/<task>`): every value is
+# the evaluation's, named `eval/<key>`
+_CLU_EVAL = (
+    _CLU_HEAD + r"collection=(?:(?i:val|valid|validation|eval|test)|\w*eval\S*)\s+" + _CLU_VALUE
+)
+_CLU_COLLECTION = _CLU_HEAD + r"collection=\S+\s+"
+_CLU_KEY = r"(^|[\s,])([A-Za-z][\w./\-]*)=(\s?[-+]?(?:\d|(?i:nan|inf)))"
 # bts's header `[epoch][s/s_per_e/gs]: [4][...]` opens with `[epoch]`, which the prefix would
 # take for a logger's tag: masked the same way (see _slash_header)
 _EPOCH_HEAD = r"\[((?i:epoch))\]\["
@@ -965,8 +971,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .str.replace_all(_BARE_SGR, "${1}")
         .str.replace_all(_NAMED_NUMBER, "${1}_${2}/${3}")
         .str.replace_all(_GROUP_INDEX, "(${1}_${2})")
-        .str.replace(_CLU_SPLIT, "${1}[step=${2}] [${3}] ${4}")
-        .str.replace(_CLU_STEP, "${1}[step=${2}] ${3}")
+        .pipe(_clu_steps)
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
         .str.replace_all(_EPOCH_HEAD, "\x01${1}\x01[")
         .str.replace(_PREFIX, "")
@@ -985,6 +990,17 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .with_columns(body.alias("body"))
         .with_columns(tpl.alias("tpl"))
     )
+
+
+def _clu_steps(text: pl.Expr) -> pl.Expr:
+    """CLU's `[N] k=v, ...` lines with their step written `[step=N]` (see _CLU_STEP); the
+    line of an evaluation's collection with its keys named `eval/<key>`, as its `loss`,
+    `accuracy`... would replace the training values of the same step."""
+    evaluation = text.str.replace_all(_CLU_KEY, "${1}eval/${2}=${3}").str.replace(
+        _CLU_COLLECTION, "${1}[step=${2}] "
+    )
+    training = text.str.replace(_CLU_STEP, "${1}[step=${2}] ${3}")
+    return pl.when(text.str.contains(_CLU_EVAL)).then(evaluation).otherwise(training)
 
 
 def templates(prepared: pl.DataFrame, notes: list[str]) -> dict[str, Template]:
