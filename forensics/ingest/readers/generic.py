@@ -101,7 +101,6 @@ _PREFIX = (
 # cross-entropy : 130.97`): it says the line's loss is an evaluation's, so it is kept out of
 # the prefix (masked as \x01split\x01 while the prefix goes, then restored).
 _SPLIT_TAG = r"\[((?i:val|valid|validation|eval|test))\]"
-_CLU_VALUE = r"[A-Za-z][\w./\-]*\s?=\s?[-+]?(?:\d|(?i:nan|inf))"
 _MASKED_TAG = r"\x01([A-Za-z]+)\x01"
 # CLU's LoggingWriter (Flax examples, T5X) logs `[%d]%s %s`: the step in brackets, then
 # `k=v, ...` (`I0919 ... logging_writer.py:35] [100] train_loss=6.95`, T5X's `[100]
@@ -109,6 +108,7 @@ _MASKED_TAG = r"\x01([A-Za-z]+)\x01"
 # Taken for a logger's tag, the bracket went with the prefix and the step with it: written
 # `[step=N]` (which the prefix keeps).
 _CLU_HEAD = r"^(|.*?\]\s+|[A-Z]+:absl:)\[(\d+)\]\s+"  # after absl's glog or `INFO:absl:`
+_CLU_VALUE = r"[A-Za-z][\w./\-]*\s?=\s?[-+]?(?:\d|(?i:nan|inf))"
 _CLU_STEP = _CLU_HEAD + r"(?:collection=train\s+)?(" + _CLU_VALUE + ")"
 # an evaluation's collection (`validation`; T5X's `training_eval/<task>`): every value is
 # the evaluation's, named `eval/<key>`
@@ -252,10 +252,10 @@ _OPEN_VALUE = re.compile(
     r"(?:(?<=[=:])\s*\[|(?<=[\w)])\s+\[|(?<=[Ee]poch)\[|(?<=['\"]:\s)['\"]|(?<=['\"]:)['\"]|(?<==)['\"]"
     r"|(?<=[=:])\s*tensor\()\s*\Z"  # `eval_ppl=tensor(nan, device='cuda:0')` (llama-recipes)
 )
-# Caffe's `(* 1 = 0.66597 loss)` after an output's value: its loss weight, then its share
 # XLM's `56.12 sent/s -  2143.80 words/s`: the text between two values is the first one's
 # rate unit and a dash; it names no value after it (the words/s were stored as `sent/s_`)
 _RATE_UNIT_SEP = re.compile(r"\s+[A-Za-z]+/[A-Za-z]+\s+-+\s+")
+# Caffe's `(* 1 = 0.66597 loss)` after an output's value: its loss weight, then its share
 _WEIGHTED = re.compile(r"\(\*\s*\Z")
 # A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
 _TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
