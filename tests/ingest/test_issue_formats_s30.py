@@ -246,3 +246,35 @@ def test_each_ranks_loss_keeps_its_rank(tmp_path: Path) -> None:
     one = "Epoch: 0, Step: 10, Rank: 0, loss = 2.3456\nEpoch: 0, Step: 11, Rank: 0, loss = nan\n"
     _, m, _ = _stored(tmp_path, one)
     assert sorted(m) == ["epoch", "loss"] and math.isnan(m["loss"][11])
+
+
+# ----- Composer: an evaluation's block under `[Eval batch=N/M] Eval on eval data:` -------------
+# Composer's ConsoleLogger prints a progress line, then `\n\t {prefix}{name}: {value}` per
+# metric (composer/loggers/console_logger.py `log_to_console`, prefix `Train ` or `Eval `),
+# the evaluation's progress line `[Eval batch=N/M] Eval on <label> data`. The training blocks
+# follow llm-foundry's README (scripts/train/README.md); the evaluation block and the NaN are
+# constructed in that shape.
+COMPOSER_EVAL = """\
+[batch=99/1000]:
+\t Train time/batch: 98
+\t Train loss/train/total: 2.3410
+[batch=100/1000]:
+\t Train time/batch: 99
+\t Train loss/train/total: nan
+[Eval batch=1/10] Eval on eval data
+[Eval batch=10/10] Eval on eval data:
+\t Eval metrics/eval/LanguagePerplexity: nan
+\t Eval metrics/eval/LanguageCrossEntropy: nan
+[batch=101/1000]:
+\t Train time/batch: 100
+\t Train loss/train/total: nan
+"""
+
+
+def test_composer_eval_cross_entropy_is_kept(tmp_path: Path) -> None:
+    # before: the eval's `LanguageCrossEntropy` line was taken for the wrapped tail of a
+    # record (indented, after the `[Eval batch=...]` line) and dropped, NaN and all
+    _, m, _ = _stored(tmp_path, COMPOSER_EVAL)
+    assert math.isnan(m["eval_metrics/eval/languagecrossentropy"][100])
+    assert math.isnan(m["eval_metrics/eval/languageperplexity"][100])
+    assert m["loss"][99] == 2.3410 and math.isnan(m["loss"][101])

@@ -628,8 +628,10 @@ def _evaluation(keys: list[str]) -> bool:
     """A step-less line of an evaluation's few results (OpenNMT's `Validation perplexity:
     9.1289`, llama-recipes' ` eval_ppl=tensor(nan, ...) eval_epoch_loss=tensor(nan, ...)`):
     every key names the evaluation and one a result (not Lightning's `Validation sanity
-    check: 0it`), so it belongs to the training step before it."""
-    result = any(re.search(r"(?i)loss|ppl|perplexity|acc", k) for k in keys)
+    check: 0it`), so it belongs to the training step before it. Composer's indented
+    `Eval metrics/eval/LanguageCrossEntropy: 2.1` under its `[Eval batch=10/10] Eval on eval
+    data:` line names a cross-entropy (left out, it was dropped as a record's wrapped tail)."""
+    result = any(re.search(r"(?i)loss|ppl|perplexity|acc|cross.?entropy", k) for k in keys)
     return 0 < len(keys) <= 3 and result and all(_eval_key(k) for k in keys)
 
 
