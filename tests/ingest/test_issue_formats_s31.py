@@ -30,3 +30,38 @@ def test_flax_train_learning_rate_is_lr(tmp_path: Path) -> None:
     assert m["lr"] == {100: 0.003165467409417033, 200: 0.009560351260006428}
     assert "train_learning_rate" not in m
     assert m["loss"][100] == 6.95107364654541 and math.isnan(m["loss"][200])
+
+
+# ----- a batch counted within the epoch beside the run's own step -----------------------------
+# Transformer-XL's PyTorch train.py prints `| epoch {:3d} step {:>8d} | {:>6d} batches | ...`
+# (the batch of `enumerate(train_iter)`, within the epoch). Quoted as printed in
+# https://github.com/kimiyoung/transformer-xl/issues/69; the last line follows their shape
+# with a NaN.
+TRANSFORMER_XL_TRAIN = """\
+| epoch   1 step    48200 |  48200 batches | lr 0.000244 | ms/batch 1410.03 | loss  4.13 | ppl    61.889
+| epoch   1 step    48400 |  48400 batches | lr 0.000244 | ms/batch 1294.38 | loss  4.14 | ppl    62.738
+| epoch   1 step    48600 |  48600 batches | lr 0.000244 | ms/batch 1266.15 | loss   nan | ppl       nan
+"""  # noqa: E501
+# rnnt-speech-recognition prints `Epoch: {}, Batch: {}, Global Step: {}, Step Time: {}, Loss:`.
+# Quoted as printed in https://github.com/noahchalifour/rnnt-speech-recognition/issues/26; the
+# last two lines follow their shape, the batch restarting in epoch 1, with NaN.
+RNNT_GLOBAL_STEP = """\
+Epoch: 0, Batch: 7, Global Step: 7, Step Time: 1.6160, Loss: 327.3580
+Epoch: 0, Batch: 8, Global Step: 8, Step Time: 1.6567, Loss: 309.9092
+Epoch: 0, Batch: 9, Global Step: 9, Step Time: 1.5911, Loss: 296.6859
+Epoch: 0, Batch: 10, Global Step: 10, Step Time: nan, Loss: nan
+Epoch: 1, Batch: 0, Global Step: 11, Step Time: 1.2450, Loss: nan
+"""
+
+
+def test_batch_within_epoch_beside_a_step_is_no_metric(tmp_path: Path) -> None:
+    # before: Transformer-XL's `batches` and rnnt's `Batch` were metrics `batches`, `batch`
+    fmt, m, _ = _stored(tmp_path, TRANSFORMER_XL_TRAIN)
+    assert fmt == "generic_text"
+    assert sorted(m) == ["epoch", "loss", "lr", "ms/batch", "ppl"]
+    assert m["loss"][48200] == 4.13 and math.isnan(m["loss"][48600])
+    fmt, m, _ = _stored(tmp_path, RNNT_GLOBAL_STEP)
+    assert fmt == "generic_text"
+    assert "batch" not in m and m["epoch"][11] == 1.0
+    assert m["loss"][7] == 327.3580 and math.isnan(m["loss"][10]) and math.isnan(m["loss"][11])
+    assert sorted(m["loss"]) == [7, 8, 9, 10, 11]

@@ -524,6 +524,7 @@ def infer(text: str, count: int) -> Template:
         _evaluation_names(tpl, split_word)
     if tpl.glued:
         _glued_summary(tpl, lowered, sections)
+    _batch_in_epoch(tpl)
     if tpl.step_slot is None:
         _total_counter(tpl, lowered)
     elif _counted(lowered[tpl.step_slot]) in _LATE_STEP_KEYS or lowered[tpl.step_slot].startswith(
@@ -900,6 +901,19 @@ def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
             tpl.epoch_from_zero = train  # Swin, like timm, counts `range(start_epoch, EPOCHS)`
             skip.update({j, i - 1, i + 1} if j == i - 2 else {j, i + 1})
             return
+
+
+def _batch_in_epoch(tpl: Template) -> None:
+    """A line with its own step and an epoch counts its batch within that epoch: the batch
+    is a counter, no metric (Transformer-XL's `| epoch   1 step    48200 |  48200 batches |`,
+    rnnt-speech-recognition's `Epoch: 0, Batch: 7, Global Step: 7, Loss: ...`)."""
+    if tpl.step_slot is None or tpl.epoch_slot is not None:
+        return
+    keys = {i: k.strip().lower() for i, k in tpl.names.items()}
+    if "epoch" in keys.values():
+        for i, k in keys.items():
+            if k in ("batch", "batches"):
+                del tpl.names[i]
 
 
 def _total_counter(tpl: Template, lowered: list[str]) -> None:
