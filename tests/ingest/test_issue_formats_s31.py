@@ -65,3 +65,31 @@ def test_batch_within_epoch_beside_a_step_is_no_metric(tmp_path: Path) -> None:
     assert "batch" not in m and m["epoch"][11] == 1.0
     assert m["loss"][7] == 327.3580 and math.isnan(m["loss"][10]) and math.isnan(m["loss"][11])
     assert sorted(m["loss"]) == [7, 8, 9, 10, 11]
+
+
+# ----- XLM: a log whose only losses are its objectives ------------------------------------------
+# XLM's print_stats logs each objective's cross-entropy as `'{}: {:7.4f}'` (`MLM-en`,
+# `CLM-fr`, `MT-en-fr`, ...), joined by ` || `. The first two lines are quoted as printed in
+# https://github.com/facebookresearch/XLM/issues/209 (`MLM-en` "is the cross-entropy loss"),
+# the second's `MLM-en` (printed 7.6028) made a NaN; the two-objective lines are constructed
+# in that shape.
+XLM_ONE = """\
+INFO - 10/04/19 14:41:25 - 0:11:11 -    1135 -   56.12 sent/s -  2143.80 words/s - MLM-en:  7.7416 -  - model LR: 3.8795e-06
+INFO - 10/04/19 14:41:27 - 0:11:14 -    1140 -   56.10 sent/s -  2092.52 words/s - MLM-en:     nan -  - model LR: 3.8962e-06
+"""  # noqa: E501
+XLM_TWO = """\
+INFO - 10/04/19 14:41:25 - 0:11:11 -    1135 -   56.12 sent/s -  2143.80 words/s - MLM-en:  7.7416 || MLM-fr:  7.5120 -  - model LR: 3.8795e-06
+INFO - 10/04/19 14:41:27 - 0:11:14 -    1140 -   56.10 sent/s -  2092.52 words/s - MLM-en:     nan || MLM-fr:     nan -  - model LR: 3.8962e-06
+"""  # noqa: E501
+
+
+def test_xlm_objectives_only_say_no_training_loss(tmp_path: Path) -> None:
+    # before: no note: the objectives were stored under their names and nothing said the
+    # loss screen had no `loss` to read
+    fmt, m, w = _stored(tmp_path, XLM_ONE)
+    assert fmt == "generic_text"
+    assert "loss" not in m and m["mlm_en"][1135] == 7.7416 and math.isnan(m["mlm_en"][1140])
+    assert any("no training loss: objective MLM-en keeps its name" in x for x in w)
+    _, m, w = _stored(tmp_path, XLM_TWO)
+    assert m["mlm_fr"][1135] == 7.5120 and math.isnan(m["mlm_fr"][1140])
+    assert any("no training loss: objectives MLM-en, MLM-fr keep their names" in x for x in w)

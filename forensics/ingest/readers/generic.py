@@ -2103,6 +2103,11 @@ def _hf_standins(rows: pl.DataFrame, lines: pl.DataFrame, notes: list[str]) -> p
     return rows.with_columns(pl.when(zero).then(float("nan")).otherwise("value").alias("value"))
 
 
+# XLM's objectives, each printed with its languages: `MLM-en`, `MLM-en-fr` (TLM), `CLM-fr`,
+# `MT-en-fr`, `BT-en-fr-en`, `AE-en`, `PC-en-fr` (its trainer's `'{}: {:7.4f}'` per loss)
+_XLM_OBJECTIVE = re.compile(r"\A(?:MLM|CLM|MT|BT|AE|PC)(?:-[a-z]{2,3}){1,3}\Z")
+
+
 def _no_training_loss(rows: pl.DataFrame) -> list[str]:
     """A log whose losses all have other names (RLHF: DeepSpeed-Chat's `act_loss` and
     `cri_loss`, verl's `actor/pg_loss` and `critic/vf_loss`) trains two models, each on its
@@ -2115,6 +2120,17 @@ def _no_training_loss(rows: pl.DataFrame) -> list[str]:
         return []
     # the fp16 loss scale (DeepSpeed's `reducing to 2` beside a diffusers bar) is no loss
     lossy = [n for n in names if "loss" in n.lower() and table.canonical(n) != "loss_scale"]
+    objectives = [n for n in names if _XLM_OBJECTIVE.match(n)]
+    if not lossy and objectives:
+        said = (
+            f"objective {objectives[0]} keeps its name"
+            if len(objectives) == 1
+            else f"objectives {', '.join(objectives[:6])} keep their names"
+        )
+        return [
+            f"generic reader: no training loss: {said} (XLM's cross-entropy of each objective "
+            "and language); the loss screen has no `loss` to read"
+        ]
     if not lossy:
         return []
     if len(lossy) == 1:
