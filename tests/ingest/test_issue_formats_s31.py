@@ -93,3 +93,76 @@ def test_xlm_objectives_only_say_no_training_loss(tmp_path: Path) -> None:
     _, m, w = _stored(tmp_path, XLM_TWO)
     assert m["mlm_fr"][1135] == 7.5120 and math.isnan(m["mlm_fr"][1140])
     assert any("no training loss: objectives MLM-en, MLM-fr keep their names" in x for x in w)
+
+
+# ----- YOLOv5 / Ultralytics: a header of names, one row of values per epoch under it -----------
+# YOLOv5's train.py prints `Epoch gpu_mem box obj cls [total] labels img_size`, then each
+# epoch's row under it, its tqdm bar after the values; Ultralytics' trainer prints `Epoch
+# GPU_mem box_loss cls_loss dfl_loss Instances Size`. Quoted as printed in
+# https://github.com/ultralytics/yolov5/issues/4963 (its first epoch, the losses NaN; the
+# epoch-2 row constructed in its shape), https://github.com/ultralytics/yolov5/issues/1485
+# (a `total` column; its bar cut as printed there; the epoch-6 row constructed with a NaN)
+# and https://github.com/ultralytics/ultralytics/issues/21765 (epochs 21, 22; the epoch-23
+# row constructed with NaN).
+YOLOV5_4963 = """\
+     Epoch   gpu_mem       box       obj       cls    labels  img_size
+      1/99     2.64G         nan       nan       nan         4       416: 100%|██████████| 7/7 [00:15<00:00,  2.27s/it]
+               Class     Images     Labels          P          R     mAP@.5 mAP@.5:.95: 100%|██████████| 1/1 [00:01<00:00,  1.30s/it]
+                 all               14          0             0          0            0              0
+
+     Epoch   gpu_mem       box       obj       cls    labels  img_size
+      2/99     2.64G         nan       nan       nan         5       416: 100%|██████████| 7/7 [00:15<00:00,  2.27s/it]
+"""  # noqa: E501
+YOLOV5_1485 = """\
+Epoch   gpu_mem       box       obj       cls     total   targets  img_size
+     5/249    0.868G   0.06393   0.01588  0.009617   0.08943        36       640: 100%|█| 211/211 [00:48<00:
+               Class      Images     Targetsbox is            P           R      mAP@.5  mAP@.5:.95: 100%|█| 71/71 
+                 all         281    1.55e+03        0.23       0.328       0.203      0.0525
+Epoch   gpu_mem       box       obj       cls     total   targets  img_size
+     6/249    0.868G       nan       nan       nan       nan        36       640: 100%|█| 211/211 [00:48<00:
+"""  # noqa: E501, W291
+ULTRALYTICS_21765 = """\
+      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size
+      21/55      9.95G    -0.2338       5.07      2.977         12        640: 100%|██████████| 787/787 [09:07<00:00,  1.44it/s]
+                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%|██████████| 66/66 [00:34<00:00,  1.90it/s]
+                   all       1049       1186      0.929      0.872      0.933      0.543
+
+      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size
+      22/55      9.87G    -0.2286      4.971      2.967         11        640: 100%|██████████| 787/787 [09:06<00:00,  1.44it/s]
+                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95): 100%|██████████| 66/66 [00:36<00:00,  1.82it/s]
+                   all       1049       1186      0.934      0.876      0.934      0.563
+
+      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size
+      23/55      9.94G        nan        nan        nan         15        640: 100%|██████████| 787/787 [09:35<00:00,  1.37it/s]
+"""  # noqa: E501
+
+
+def test_yolo_epoch_rows_under_their_header(tmp_path: Path) -> None:
+    # before: the bar's counter (7/7, 211/211, 787/787) was the step and its rate the only
+    # training metric: the losses were never read (NaN and all), the validation row's image
+    # count a metric `all` and `mAP50-95` a metric `map50` of -95
+    fmt, m, _ = _stored(tmp_path, YOLOV5_4963)
+    assert fmt == "generic_text"
+    assert sorted(m["box_loss"]) == [1, 2] and all(math.isnan(v) for v in m["obj_loss"].values())
+    assert math.isnan(m["cls_loss"][2]) and m["gpu_mem_(g)"][1] == 2.64
+    assert not {"all", "s/it", "labels", "img_size"} & set(m)
+    _, m, _ = _stored(tmp_path, YOLOV5_1485)
+    assert m["loss"][5] == 0.08943 and math.isnan(m["loss"][6])  # YOLOv5's `total`
+    assert m["box_loss"][5] == 0.06393 and "targets" not in m
+    _, m, w = _stored(tmp_path, ULTRALYTICS_21765)
+    assert m["box_loss"] == {21: -0.2338, 22: -0.2286, 23: m["box_loss"][23]}
+    assert math.isnan(m["box_loss"][23]) and math.isnan(m["dfl_loss"][23])
+    assert m["cls_loss"][22] == 4.971
+    assert not {"all", "map50", "it/s", "instances", "size"} & set(m)
+
+
+def test_yolo_row_redrawn_by_its_bar_counts_once(tmp_path: Path) -> None:
+    # a captured log keeps every drawing of the bar (`\r`): each epoch's row counts once, its
+    # last drawing kept (the losses are running means: a NaN stays NaN to the epoch's end).
+    # Before: no format recognised the file (a bar with no rate, the rows no records)
+    header = "     Epoch   gpu_mem       box       obj       cls    labels  img_size\n"
+    row = "    {}/99   2.64G   {}   0.05   0.02   4   416:  {}%|##| {}/2 [00:01]"
+    text = header + "\r".join([row.format(0, "0.11", 50, 1), row.format(0, "0.12", 100, 2)])
+    text += "\n" + header + "\r".join([row.format(1, "nan", 50, 1), row.format(1, "nan", 100, 2)])
+    _, m, _ = _stored(tmp_path, text + "\n")
+    assert m["box_loss"] == {0: 0.12, 1: m["box_loss"][1]} and math.isnan(m["box_loss"][1])

@@ -58,6 +58,7 @@ from forensics.ingest.readers._text import (
     read_text,
     scan_beyond_head,
 )
+from forensics.ingest.readers._yolo_rows import yolo_rows
 from forensics.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -2024,7 +2025,7 @@ def describe(
 
 
 def read_generic(path: Path, text: str) -> ReadResult:
-    lines = line_frame(text)
+    lines = yolo_rows(text, line_frame(text))
     notes: list[str] = []
     events: list[pl.DataFrame] = []
     overflow_lines: list[int] = []
@@ -2148,7 +2149,7 @@ def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
     if not lines:
         return False
     frame = pl.DataFrame({"text": lines}, schema={"text": pl.Utf8}).with_row_index("line", 1)
-    frame = frame.with_columns(pl.col("line").cast(pl.Int64))
+    frame = yolo_rows("\n".join(lines), frame.with_columns(pl.col("line").cast(pl.Int64)))
     said: list[int] = []
     rows, _, _ = extract(frame, [], with_time=False, overflow_lines=said)
     records = rows["line"].n_unique()
