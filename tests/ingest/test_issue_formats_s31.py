@@ -166,3 +166,31 @@ def test_yolo_row_redrawn_by_its_bar_counts_once(tmp_path: Path) -> None:
     text += "\n" + header + "\r".join([row.format(1, "nan", 50, 1), row.format(1, "nan", 100, 2)])
     _, m, _ = _stored(tmp_path, text + "\n")
     assert m["box_loss"] == {0: 0.12, 1: m["box_loss"][1]} and math.isnan(m["box_loss"][1])
+
+
+# ----- PaddleOCR: `loss: nanxxx`, a NaN padded with `x` ----------------------------------------
+# PaddleOCR's training loop logs its values as `'{}: {:x<6f}'`: a NaN is padded to six
+# characters with `x`. Quoted as printed in
+# https://github.com/PaddlePaddle/PaddleOCR/issues/11031 (the first two lines) and
+# https://github.com/PaddlePaddle/PaddleOCR/issues/4779 (`reader_cost: Nanxxx`); the last line
+# follows #4779's shape with a NaN loss and an Inf.
+PADDLEOCR_11031 = """\
+[2023/10/09 10:49:12] ppocr INFO: epoch: [986/2000], global_step: 737800, lr: 0.000516, acc: 0.000000, norm_edit_dis: 0.000000, CTCLoss: nanxxx, SARLoss: nanxxx, loss: nanxxx, avg_reader_cost: 0.00013 s, avg_batch_cost: 0.30189 s, avg_samples: 128.0, ips: 423.98978 samples/s, eta: 2 days, 17:48:30
+[2023/10/09 10:49:15] ppocr INFO: epoch: [986/2000], global_step: 737810, lr: 0.000516, acc: 0.000000, norm_edit_dis: 0.000000, CTCLoss: nanxxx, SARLoss: nanxxx, loss: nanxxx, avg_reader_cost: 0.00013 s, avg_batch_cost: 0.30229 s, avg_samples: 128.0, ips: 423.43968 samples/s, eta: 2 days, 17:48:27
+"""  # noqa: E501
+PADDLEOCR_4779 = """\
+[2021/11/27 13:24:59] root INFO: epoch: [1/400], iter: 5, lr: 0.001000, loss: 196.715683, structure_loss: 131.377853, loc_loss: 74.110054, acc: 0.000000, reader_cost: Nanxxx , batch_cost: 2.47813 s, samples: 96, ips: 7.74779
+[2021/11/27 13:25:59] root INFO: epoch: [1/400], iter: 10, lr: 0.001000, loss: nanxxx, structure_loss: -infxx, loc_loss: 74.110054, acc: 0.000000, reader_cost: 0.00012 , batch_cost: 2.47813 s, samples: 96, ips: 7.74779
+"""  # noqa: E501
+
+
+def test_paddleocr_nan_padded_with_x_is_nan(tmp_path: Path) -> None:
+    # before: `nanxxx` was no number: the loss, CTCLoss and SARLoss were never stored (the
+    # run showed no loss at all), #4779's NaN `reader_cost` and NaN loss dropped
+    fmt, m, _ = _stored(tmp_path, PADDLEOCR_11031)
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == [737800, 737810] and all(map(math.isnan, m["loss"].values()))
+    assert math.isnan(m["ctcloss"][737800]) and math.isnan(m["sarloss"][737810])
+    _, m, _ = _stored(tmp_path, PADDLEOCR_4779)
+    assert m["loss"][5] == 196.715683 and math.isnan(m["loss"][10])
+    assert m["structure_loss"][10] == -math.inf and math.isnan(m["reader_cost"][5])

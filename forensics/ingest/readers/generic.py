@@ -47,6 +47,7 @@ from forensics.ingest.readers._bar_validation import without_validation_counts
 from forensics.ingest.readers._data_errors import data_error_events
 from forensics.ingest.readers._epoch_restarts import counted_over_epochs
 from forensics.ingest.readers._generic_groups import dict_entries, group_totals
+from forensics.ingest.readers._rewrites import unpadded_nonfinite, yolo_rows
 from forensics.ingest.readers._scale_name import scale_as_loss_scale
 from forensics.ingest.readers._text import (
     SLOT,
@@ -58,7 +59,6 @@ from forensics.ingest.readers._text import (
     read_text,
     scan_beyond_head,
 )
-from forensics.ingest.readers._yolo_rows import yolo_rows
 from forensics.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -2025,7 +2025,7 @@ def describe(
 
 
 def read_generic(path: Path, text: str) -> ReadResult:
-    lines = yolo_rows(text, line_frame(text))
+    lines = unpadded_nonfinite(text, yolo_rows(text, line_frame(text)))
     notes: list[str] = []
     events: list[pl.DataFrame] = []
     overflow_lines: list[int] = []
@@ -2149,7 +2149,9 @@ def has_records(lines: list[str], *, min_lines: int = 2) -> bool:
     if not lines:
         return False
     frame = pl.DataFrame({"text": lines}, schema={"text": pl.Utf8}).with_row_index("line", 1)
-    frame = yolo_rows("\n".join(lines), frame.with_columns(pl.col("line").cast(pl.Int64)))
+    head = "\n".join(lines)
+    frame = yolo_rows(head, frame.with_columns(pl.col("line").cast(pl.Int64)))
+    frame = unpadded_nonfinite(head, frame)
     said: list[int] = []
     rows, _, _ = extract(frame, [], with_time=False, overflow_lines=said)
     records = rows["line"].n_unique()

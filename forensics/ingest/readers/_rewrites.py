@@ -1,5 +1,7 @@
-"""YOLOv5's and Ultralytics' training console: a header of column names, then one row per
-epoch under it, its values aligned under the names and a tqdm bar after them.
+"""Lines the generic reader reads only once rewritten (PaddleOCR's padded NaN: see
+`unpadded_nonfinite`), and YOLOv5's and Ultralytics' training console: a header of column
+names, then one row per epoch under it, its values aligned under the names and a tqdm bar
+after them.
 
     Epoch   gpu_mem       box       obj       cls    labels  img_size
      1/99     2.64G         nan       nan       nan         4       416: 100%|###| 7/7 [...]
@@ -59,3 +61,17 @@ def yolo_rows(text: str, lines: pl.DataFrame) -> pl.DataFrame:
             last = (len(out), row.group(1))
         out.append(line)
     return lines.with_columns(pl.Series("text", out, dtype=pl.Utf8))
+
+
+# PaddleOCR prints its values as `'{}: {:x<6f}'`: a NaN or Inf is padded with `x` to six
+# characters (`loss: nanxxx`, `reader_cost: Nanxxx`, `-infxx`), which read as no number at
+# all (the NaN loss was dropped); a finite value prints six decimals, no padding.
+_PADDED = r"(?i)(^|[^\w.])(-?(?:nan|inf))x+\b"
+_PADDED_SNIFF = re.compile(r"(?i)(?:nan|inf)x")
+
+
+def unpadded_nonfinite(text: str, lines: pl.DataFrame) -> pl.DataFrame:
+    """`lines` with PaddleOCR's `nanxxx` (`{:x<6f}` of a NaN) written `nan`."""
+    if not _PADDED_SNIFF.search(text):
+        return lines
+    return lines.with_columns(pl.col("text").str.replace_all(_PADDED, "${1}${2}"))
