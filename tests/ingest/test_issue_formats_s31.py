@@ -194,3 +194,39 @@ def test_paddleocr_nan_padded_with_x_is_nan(tmp_path: Path) -> None:
     _, m, _ = _stored(tmp_path, PADDLEOCR_4779)
     assert m["loss"][5] == 196.715683 and math.isnan(m["loss"][10])
     assert m["structure_loss"][10] == -math.inf and math.isnan(m["reader_cost"][5])
+
+
+# ----- a logger's name in parentheses after the level: `INFO    (__main__) Epoch: 7, ...` -----
+# ba-dls-deepspeech logs through `%(asctime)s %(levelname)-8s (%(name)s) %(message)s` and its
+# training loop prints `Epoch: {}, Iteration: {}, Loss: {}` with the iteration counted within
+# the epoch. Quoted as printed in https://github.com/baidu-research/ba-dls-deepspeech/issues/28
+# (the paste ends at `Epoch: 8, Iteration: 0, Loss`; its value here a NaN).
+BA_DLS_28 = """\
+2017-08-14 17:43:18,105 INFO    (__main__) Epoch: 6, Iteration: 50, Loss: 79.07887268066406
+2017-08-14 17:44:07,976 INFO    (data_generator) Iters: 6
+2017-08-14 17:44:25,415 INFO    (utils) Checkpointing model to: ./model/
+2017-08-14 17:44:25,805 INFO    (data_generator) Iters: 54
+2017-08-14 17:44:37,734 INFO    (__main__) Epoch: 7, Iteration: 0, Loss: 86.4606704711914
+2017-08-14 17:47:57,033 INFO    (__main__) Epoch: 7, Iteration: 10, Loss: 79.75791931152344
+2017-08-14 17:51:46,978 INFO    (__main__) Epoch: 7, Iteration: 20, Loss: 81.86383819580078
+2017-08-14 17:56:00,494 INFO    (__main__) Epoch: 7, Iteration: 30, Loss: 83.92363739013672
+2017-08-14 18:00:55,395 INFO    (__main__) Epoch: 7, Iteration: 40, Loss: 71.31178283691406
+2017-08-14 18:06:30,210 INFO    (__main__) Epoch: 7, Iteration: 50, Loss: 85.3790054321289
+2017-08-14 18:08:03,423 INFO    (data_generator) Iters: 6
+2017-08-14 18:08:27,113 INFO    (utils) Checkpointing model to: ./model/
+2017-08-14 18:08:27,578 INFO    (data_generator) Iters: 54
+2017-08-14 18:08:57,878 INFO    (__main__) Epoch: 8, Iteration: 0, Loss: nan
+"""
+
+
+def test_logger_name_in_parentheses_is_prefix(tmp_path: Path) -> None:
+    # before: `(__main__) Epoch` was no key: the epoch went unread, the iteration (restarting
+    # every epoch) the step: epoch 8's NaN replaced epoch 7's iteration-0 loss, epoch 6's
+    # iteration 50 lost under epoch 7's (called a restart)
+    fmt, m, w = _stored(tmp_path, BA_DLS_28)
+    assert fmt == "generic_text"
+    assert len(m["loss"]) == 8 and m["epoch"][min(m["loss"])] == 6.0
+    losses = [m["loss"][s] for s in sorted(m["loss"])]
+    assert losses[0] == 79.07887268066406 and losses[1] == 86.4606704711914
+    assert math.isnan(losses[-1])
+    assert any("starts again at every epoch" in x for x in w)

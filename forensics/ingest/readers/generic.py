@@ -77,6 +77,9 @@ _LEVEL = r"(?:INFO|WARNING|WARN|DEBUG|ERROR|CRITICAL|TRACE|SUCCESS)"
 _PREFIX = (
     r"^(?:\s*(?:"
     rf".{{0,160}}?\b{_LEVEL}\b(?:\|[^\]\s]*\])?"  # `[INFO|DP=0|TP=0]` (nanotron)
+    # a logger's name in parentheses after the level, `%(levelname)-8s (%(name)s)`
+    # (ba-dls-deepspeech's `INFO    (__main__) Epoch: 7, ...`)
+    r"(?:\s+\([A-Za-z_][\w.]*\)\s)?"
     r"(?:\s*\|\s*[\w.<>]+:[\w.<>]+:\d+\s*-"  # loguru `| mod:fn:12 -`
     r"|\s+[\w.$<>]+:\d+\s+-"  # log4j `Class$:295 -`
     # `INFO:root:`; a logger's name starts with a letter (ESPnet2's `INFO: 1epoch:train:`
