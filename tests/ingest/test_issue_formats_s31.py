@@ -230,3 +230,28 @@ def test_logger_name_in_parentheses_is_prefix(tmp_path: Path) -> None:
     assert losses[0] == 79.07887268066406 and losses[1] == 86.4606704711914
     assert math.isnan(losses[-1])
     assert any("starts again at every epoch" in x for x in w)
+
+
+# ----- DDIM's logger: `INFO - diffusion.py - 2023-01-04 22:14:28,975 - Epoch: 0, step: 3, ...` ---
+# DDIM's main.py (ermongroup/ddim, and the repos built on it) formats its log records as
+# `%(levelname)s - %(filename)s - %(asctime)s - %(message)s`, and its runner logs `f"epoch:
+# {epoch}, step: {step}, loss: {loss.item()}, data time: ..."`. Quoted as printed in
+# https://github.com/JegZheng/truncated-diffusion-probabilistic-models/issues/3 (its lines
+# for steps 2 to 6; the paste's first line lost its `I`).
+DDIM_LOGGER = """\
+INFO - diffusion.py - 2023-01-04 22:14:28,334 - Epoch: 0, step: 2, loss: 2478.3759765625, implicit loss: 0.693336009979248, data time: 0.05294513702392578
+INFO - diffusion.py - 2023-01-04 22:14:28,975 - Epoch: 0, step: 3, loss: 1856.43701171875, implicit loss: 0.7036036252975464, data time: 0.0358583132425944
+INFO - diffusion.py - 2023-01-04 22:14:29,614 - Epoch: 0, step: 4, loss: 1508.215087890625, implicit loss: 0.6875728964805603, data time: 0.026934266090393066
+INFO - diffusion.py - 2023-01-04 22:14:30,250 - Epoch: 0, step: 5, loss: nan, implicit loss: nan, data time: 0.02159852981567383
+INFO - diffusion.py - 2023-01-04 22:14:30,885 - Epoch: 0, step: 6, loss: nan, implicit loss: nan, data time: 0.018257300059000652
+"""  # noqa: E501
+
+
+def test_ddim_filename_and_time_are_prefix(tmp_path: Path) -> None:
+    # before: no format recognised the file (the file name and the clock stayed before the
+    # step, and their numbers with it): the NaN losses were never read
+    fmt, m, _ = _stored(tmp_path, DDIM_LOGGER)
+    assert fmt == "generic_text"
+    assert sorted(m["loss"]) == [2, 3, 4, 5, 6]
+    assert m["loss"][2] == 2478.3759765625 and math.isnan(m["loss"][5])
+    assert math.isnan(m["implicit_loss"][6]) and m["epoch"][6] == 0.0

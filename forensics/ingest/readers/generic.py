@@ -82,6 +82,9 @@ _PREFIX = (
     r"(?:\s+\([A-Za-z_][\w.]*\)\s)?"
     r"(?:\s*\|\s*[\w.<>]+:[\w.<>]+:\d+\s*-"  # loguru `| mod:fn:12 -`
     r"|\s+[\w.$<>]+:\d+\s+-"  # log4j `Class$:295 -`
+    # `%(levelname)s - %(filename)s - %(asctime)s - ` (DDIM and the repos built on it):
+    # `INFO - diffusion.py - 2023-01-04 22:14:28,975 - Epoch: 0, step: 3, loss: ...`
+    r"|\s+-\s+\w+\.py\s+-"
     # `INFO:root:`; a logger's name starts with a letter (ESPnet2's `INFO: 1epoch:train:`
     # is the epoch and the loop, not a logger)
     r"|[\s:|\]\-]*(?:[A-Za-z_]\w*)?:(?:[A-Za-z_][\w.]*)?:)?[\s:|\]\-]*"
