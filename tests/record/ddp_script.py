@@ -9,6 +9,7 @@ expected.json.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -79,3 +80,10 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # Every file is written and the process group destroyed. On a loaded machine, gloo's
+    # worker threads can still abort the interpreter's finalization ("terminate called
+    # without an active exception", SIGABRT after destroy_process_group: 3 of 8 runs
+    # beside 4 busy processes; pytorch/pytorch#179291): the run is over, so skip it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
