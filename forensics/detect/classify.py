@@ -19,7 +19,6 @@ from forensics.detect.config import DetectConfig
 from forensics.detect.data import RunData, logged_lr_top, number
 from forensics.detect.model import Evidence, Finding, Incident
 from forensics.detect.rules import Rule
-from forensics.detect.schedule import config_lr_frac, schedule_step
 
 COMPETE_MARGIN = 0.2
 # "end of warm-up": the onset is within this fraction of the warm-up length (at least
@@ -86,7 +85,7 @@ def lr_phase(inc: Incident, data: RunData) -> None:
     starts at its top: no warm-up in the log), decay (LR below 90% of its peak after it),
     constant (the LR never changed), unknown (no `lr` logged and no `warmup_steps` in the
     config). With the LR known from the config only, past the warm-up the schedule the
-    config names decides peak or decay (schedule.config_lr_frac, as the features read it);
+    config names decides peak or decay (the `lr_frac` feature, read from it before this);
     a config without one gives "after warm-up": a cosine run had been called at its "peak"
     at 57% of it.
     """
@@ -94,7 +93,7 @@ def lr_phase(inc: Incident, data: RunData) -> None:
     if not data.has("lr"):
         if warm_cfg:
             inc.lr_peak_step = int(warm_cfg)
-            inc.lr_phase = _config_phase(inc.onset_step, warm_cfg, data)
+            inc.lr_phase = _config_phase(inc, warm_cfg)
         return
     lr = data.aux["lr"]
     ok = np.isfinite(lr.values)
@@ -121,12 +120,14 @@ def lr_phase(inc: Incident, data: RunData) -> None:
         inc.lr_phase = _phase_by_step(inc.onset_step, float(peak_step))
 
 
-def _config_phase(onset: int, warm: float, data: RunData) -> str:
-    phase = _phase_by_step(onset, warm)
+def _config_phase(inc: Incident, warm: float) -> str:
+    """Past the warm-up, the phase of the LR the features read from the config's schedule
+    at the onset (`lr_frac`, features._optimizer): one reading for the page and the rules."""
+    phase = _phase_by_step(inc.onset_step, warm)
     if phase != "peak":
         return phase
-    frac = config_lr_frac(schedule_step(data, onset), data.config)
-    if frac is None:
+    frac = inc.features.get("lr_frac")
+    if not isinstance(frac, int | float):
         return "after warm-up"
     return "peak" if frac >= DECAY_FRACTION else "decay"
 
