@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import os
 import pkgutil
 import sys
@@ -152,6 +153,16 @@ def _is_cli_flow(exc: BaseException) -> bool:
     return type(exc).__module__.split(".")[0] in ("typer", "click")
 
 
+def reflow(doc: str | None) -> str | None:
+    """The docstring with each paragraph on one line: typer's rich help keeps the source's
+    line breaks and then wraps to the terminal too, breaking lines mid-sentence. A paragraph
+    that starts with \\b keeps its lines (click's marker for a preformatted block)."""
+    if doc is None:
+        return None
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
 class App(typer.Typer):
     """A Typer whose commands report ForensicsError as one line."""
 
@@ -174,6 +185,7 @@ class App(typer.Typer):
                         raise
                     raise fail(_escape(str(unexpected(func.__name__, exc))), 1) from None
 
+            guarded.__doc__ = reflow(func.__doc__)
             register(guarded)
             return func
 

@@ -36,6 +36,31 @@ def test_every_command_has_help_with_an_example() -> None:
         assert "Example" in result.output, f"`forensics {' '.join(cmd)} --help` has no example"
 
 
+def test_help_paragraphs_are_not_broken_where_the_source_wraps() -> None:
+    """Each paragraph of a command's description reads as one line on a terminal wide
+    enough for it: the docstring's own line breaks are the source's, not the reader's."""
+    wide = CliRunner(env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
+    for cmd in _commands(app):
+        result = wide.invoke(app, [*cmd, "--help"])
+        assert result.exit_code == 0, (cmd, result.output)
+        lines = [" ".join(line.split()) for line in result.output.splitlines()]
+        for para in (_callback(cmd).__doc__ or "").split("\n\n"):
+            text = " ".join(para.split())
+            if text and len(text) < 300:
+                assert any(text in line for line in lines), (cmd, text)
+
+
+def _callback(cmd: tuple[str, ...]) -> typer.models.CommandFunctionType:
+    group: typer.Typer = app
+    for name in cmd[:-1]:
+        group = next(g.typer_instance for g in group.registered_groups if g.name == name)
+    for info in group.registered_commands:
+        name = info.name or (info.callback.__name__ if info.callback else "")
+        if name.replace("_", "-") == cmd[-1] and info.callback:
+            return info.callback
+    raise AssertionError(cmd)
+
+
 def test_version() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and __version__ in result.output
