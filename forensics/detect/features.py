@@ -125,6 +125,7 @@ def compute(
     f["warmup_end_divergence"] = _warmup_end_divergence(f, cfg)
     f["warmup_climb"] = float(inc.climb)
     f["fading_train"] = _fading_train(f, cfg)
+    f["batch_train"] = _batch_train(f)
     inc.features = f
 
 
@@ -154,6 +155,28 @@ def _fading_train(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None
     if any(isinstance(x, float) and x < DECAY_FRACTION for x in lrs):
         return 0.0
     return 1.0 if all(isinstance(x, float) for x in lrs) else None
+
+
+def _batch_train(f: dict[str, FeatureValue]) -> float | None:
+    """1 for a train of peaks whose first rose in one logged step and whose largest left
+    with its batch (heal_share at least BATCH_HEAL), the loss logged every step, short of
+    diverging: batches, each its own spike. A second moment too stale to damp a giant
+    gradient does its damage after the batch, in the updates: the loss climbs over several
+    steps and stays up; a batch's own loss is gone at the next batches. None when the loss
+    is logged every few steps (a step's rise and fall hide inside a window)."""
+    echoes, rise, heal = f.get("echo_count"), f.get("rise_steps"), f.get("heal_share")
+    if not isinstance(echoes, float) or echoes < 1 or f.get("type") == "divergent":
+        return 0.0
+    interval = f.get("log_interval")
+    if not isinstance(interval, float) or interval > 1:
+        return None
+    if not isinstance(rise, float) or not isinstance(heal, float):
+        return None
+    return float(rise == 0 and heal >= BATCH_HEAL)
+
+
+# Share of the rise a batch's own loss gives back within HEAL_POINTS logged points.
+BATCH_HEAL = 0.5
 
 
 def _lr_phase(lr_frac: FeatureValue, warmup_progress: FeatureValue) -> str | None:

@@ -65,6 +65,10 @@ FEATURES: dict[str, str] = {
     "fading_train": "1 when the echoes fade (echo_fade under 0.75) while the LR held (90% or "
     "more of its peak at the onset and at the highest peak) and the incident did not "
     "diverge, 0 otherwise, missing when such a train's LR is unknown",
+    "batch_train": "1 when the incident has echoes, its first peak rose in one logged step "
+    "and its largest gave back half its rise or more within two points (heal_share >= 0.5), "
+    "the loss logged every step, and it did not diverge: a train of batches, each its own "
+    "spike; 0 otherwise, missing when the loss is logged every few steps",
     "random_level": "1 when the peak is at the loss of random tokens: 0.8-1.2 x ln V and at "
     "least 2x its trend (rise >= 1); 0 otherwise, None when ln V is not known",
     "settle_excess": "loss level after the spike / extrapolated trend - 1: at recovery for a "

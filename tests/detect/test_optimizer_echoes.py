@@ -43,10 +43,11 @@ def _write(
     *,
     interval: int = 1,
     seed: int = 0,
+    grad: bool = True,
 ) -> Path:
-    """Loss (the window's mean, as the HF Trainer logs it), the last step's grad norm and the
-    LR every `interval` steps; loss_x / grad_x multiply the clean loss / grad norm (index =
-    step)."""
+    """Loss (the window's mean, as the HF Trainer logs it), the last step's grad norm (unless
+    not `grad`) and the LR every `interval` steps; loss_x / grad_x multiply the clean loss /
+    grad norm (index = step)."""
     from torch.utils.tensorboard import SummaryWriter
 
     rng = np.random.default_rng(seed)
@@ -54,11 +55,12 @@ def _write(
     with SummaryWriter(str(folder)) as w:
         for step in range(1, N + 1):
             loss = (2.2 + 8.6 * (1 + step / 80) ** -0.6) * math.exp(rng.normal(0, 0.01))
-            grad = 0.8 * math.exp(rng.normal(0, 0.05)) * grad_x[step]
+            g = 0.8 * math.exp(rng.normal(0, 0.05)) * grad_x[step]
             window.append(loss * loss_x[step])
             if step % interval == 0:
                 w.add_scalar("train/loss", float(np.mean(window)), step)
-                w.add_scalar("train/grad_norm", grad, step)
+                if grad:
+                    w.add_scalar("train/grad_norm", g, step)
                 w.add_scalar("train/learning_rate", PEAK_LR * min(1.0, step / WARMUP), step)
                 window = []
     (folder / "args.json").write_text(json.dumps(config))
@@ -126,6 +128,7 @@ def test_a_fading_echo_train_is_the_stale_moment_despite_a_gradient_drift(
     assert inc["cause"] == "stale_beta2"
     assert "lr_too_high" not in rules
     assert feats["echo_count"] >= 1 and feats["echo_fade"] < 0.75
+    assert feats["batch_train"] == 0
 
 
 def test_a_growing_train_at_the_peak_lr_is_the_lr(tmp_path: Path) -> None:
@@ -136,6 +139,54 @@ def test_a_growing_train_at_the_peak_lr_is_the_lr(tmp_path: Path) -> None:
     inc, feats, _ = _stored_one(tmp_path)
     assert feats["echo_fade"] == 1.0
     assert inc["cause"] == "lr_too_high"
+
+
+def _batches(steps: list[int], amps: list[float]) -> np.ndarray:
+    """One-step batch spikes (their own loss, gone at the next step) on short tails of the
+    damage each update left: one incident when they come before the loss is back."""
+    x = _ones()
+    k = np.arange(N + 1, dtype=float)
+    for at, a in zip(steps, amps, strict=True):
+        x += 0.3 * a * np.exp(-(k - at - 1) / 30.0) * (k > at)
+        x[at] += a
+    return x
+
+
+@pytest.mark.parametrize(("grad", "cause"), [(True, "rare_tokens"), (False, "batch_driven")])
+def test_a_train_of_batches_is_not_the_stale_moment(tmp_path: Path, grad: bool, cause: str) -> None:
+    """Three batches 25 and 35 steps apart, each a one-step spike with its own 30x gradient,
+    beta2 0.999, the loss logged every step. The spikes are echoes of one incident, but each
+    rose in one step and left with its batch: no update the stale moment failed to damp
+    held the loss up. With the gradient norm logged it is rare tokens; without it, a batch."""
+    steps = [K, K + 25, K + 60]
+    grad_x = _ones()
+    grad_x[steps] = 30.0
+    run = _write(tmp_path / "run", _batches(steps, [0.8, 0.5, 0.6]), grad_x, STALE, grad=grad)
+    stored_incidents(run, tmp_path)
+    inc, feats, rules = _stored_one(tmp_path)
+    assert feats["echo_count"] >= 1 and feats["rise_steps"] == 0
+    assert feats["heal_share"] >= 0.5 and feats["batch_train"] == 1
+    assert inc["cause"] == cause
+    assert "stale_beta2" not in rules
+
+
+@pytest.mark.parametrize(("jump", "cause"), [(30.0, "rare_tokens"), (9.0, "batch_driven")])
+def test_a_train_of_batches_at_the_initial_loss_is_rare_tokens_from_a_15x_gradient(
+    tmp_path: Path, jump: float, cause: str
+) -> None:
+    """Early in training (the loss still near the initial, ln V level) three batches lift
+    the loss above the initial level, each gone at the next step, beta2 0.999. A batch
+    there has the shape of a garbage batch too; a 30x gradient is rare ids piling their
+    gradient onto a few rows (random tokens spread theirs over the vocabulary): rare
+    tokens. A 9x one leaves it a batch, rare tokens or garbage."""
+    steps = [250, 275, 310]
+    grad_x = _ones()
+    grad_x[steps] = jump
+    run = _write(tmp_path / "run", _batches(steps, [0.8, 0.5, 0.6]), grad_x, STALE)
+    stored_incidents(run, tmp_path)
+    inc, feats, _ = _stored_one(tmp_path)
+    assert feats["peak_vs_initial"] >= 0.75 and feats["batch_train"] == 1
+    assert inc["cause"] == cause
 
 
 @pytest.mark.parametrize(("jump", "cause"), [(4.0, "batch_driven"), (7.0, "rare_tokens")])
