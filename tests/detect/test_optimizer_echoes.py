@@ -141,6 +141,20 @@ def test_a_growing_train_at_the_peak_lr_is_the_lr(tmp_path: Path) -> None:
     assert inc["cause"] == "lr_too_high"
 
 
+def test_a_second_spike_at_the_peak_lr_with_a_sane_beta2_is_the_lr(tmp_path: Path) -> None:
+    """beta2 0.95 (no stale second moment to ring), the LR at its peak, no drift before:
+    a spike and a second, larger one 40 steps later, each climbing over a few steps with
+    its own gradient surge. Two kicks at the LR the run holds are an LR too high."""
+    grad_x = _ones()
+    for at in (K, K + 40):
+        grad_x[at - 2 : at + 3] = 8.0
+    run = _write(tmp_path / "run", 1 + _train([0.5, 0.8]), grad_x, SANE)
+    stored_incidents(run, tmp_path)
+    inc, feats, _ = _stored_one(tmp_path)
+    assert feats["echo_count"] == 1 and feats["grad_drift"] < 1.3
+    assert inc["cause"] == "lr_too_high"
+
+
 def _batches(steps: list[int], amps: list[float]) -> np.ndarray:
     """One-step batch spikes (their own loss, gone at the next step) on short tails of the
     damage each update left: one incident when they come before the loss is back."""
