@@ -161,6 +161,13 @@ _PHRASE_STEP = {"step", "iteration", "iter"}
 _AFTER_STEP = re.compile(
     r"(?:\A|\s)(val|valid|validation|eval|evaluation|test)\b.*\bafter (?:step|iteration|iter)\Z"
 )
+# TensorFlow Estimator's evaluation summary `Saving dict for global step 1000: accuracy = 0.85,
+# global_step = 1000, loss = 0.52` (estimator.py `_write_dict_to_summary`): its values are the
+# evaluation's, at the training step it evaluated
+_EVAL_DICT_STEP = re.compile(r"(?:\A|\s)saving dict for global step\Z")
+# DeiT's evaluate() closes with `* Acc@1 88.381 Acc@5 96.779 loss 0.445` (MAE, BEiT, ConvNeXt,
+# LLaMA-Adapter copy it): the test set's averages, under no split word of their own
+_EVAL_SUMMARY = re.compile(r"\A\s*\*\s*Acc@\Z")
 _NOT_COUNTER = {
     *("max", "total", "num", "warmup", "save", "log", "every", "per", "of"),
     *("eval", "val", "valid", "validation", "test", "inner", "micro"),
@@ -289,7 +296,14 @@ _ETA_KEY = re.compile(r"eta|time[ _]left|(?:time[ _])?remaining(?:[ _]time)?")
 # `[train] loss=2.85, ... [valid] loss=2.39, ...`: a bracketed word before a key opens a
 # section of the line, whose names belong to it
 _SECTION = re.compile(r"\[([A-Za-z][\w.\-]*)\]\s+(?=[A-Za-z])")
-_SECTION_SPLIT = {"valid": "val", "validation": "val", "val": "val", "eval": "eval", "test": "test"}
+_SECTION_SPLIT = {
+    "valid": "val",
+    "validation": "val",
+    "val": "val",
+    "eval": "eval",
+    "evaluation": "eval",
+    "test": "test",
+}
 # bts `[epoch][s/s_per_e/gs]: [`: bracketed, slash-joined names before their values
 _SLASH_HEADER = re.compile(r"^\s*((?:\[[A-Za-z_]\w*(?:/[A-Za-z_]\w*)*\])+):?\s*\[\Z")
 _HEADER_ABBREV = {"gs": "global_step"}  # bts: `gs` (global step), beside `s` (the epoch's)
@@ -489,7 +503,7 @@ def infer(text: str, count: int) -> Template:
             tpl.per_epoch, tpl.total_slot = True, 1
     if tpl.step_slot is None:
         _epoch_iteration(tpl, lits, skip)
-    split_word = after_split or _split_of(lits, befores)
+    split_word = after_split or _split_of(lits, befores) or _summary_split(lits)
     # the line names its evaluation's counter (`Test with Pass 0`) or step (`after step 4`)
     counted_split = bool(after_split)
     entries = dict_entries(lits)
@@ -503,6 +517,8 @@ def infer(text: str, count: int) -> Template:
             continue
         key = "" if i and _RATE_UNIT_SEP.fullmatch(lits[i]) else befores[i]
         if not _WORD.search(key):
+            if _after_glued_index(lits, i, skip):
+                continue  # `Acc@1 88.381`: the value of `Acc@1`, whose 1 the template lost
             after = lits[i + 1]
             spaced = not lits[i] or lits[i][-1:] in " \t|,;"  # `| 4230.95 ms`, not `:39  time`
             key = _key_after(after) if spaced and (after[:1] in " %" or after[:1].isalpha()) else ""
@@ -527,8 +543,8 @@ def infer(text: str, count: int) -> Template:
         elif split_word and not _names_split(key) and _split_loss(key):
             key = _split_named(split_word, key)
         tpl.names[i] = _in_section(_rate_by_unit(key, lits[i + 1]), sections[i])
-    if counted_split and split_word:
-        _evaluation_names(tpl, split_word)
+    if split_word:
+        _evaluation_names(tpl, split_word, sections, counted_split)
     if tpl.glued:
         _glued_summary(tpl, lowered, sections)
     _batch_in_epoch(tpl)
@@ -621,15 +637,47 @@ def _split_named(split: str, key: str) -> str:
     return named
 
 
-def _evaluation_names(tpl: Template, split: str) -> None:
-    """A step-less line that names its evaluation's counter (PaddlePaddle v2's `Test with
-    Pass 0, Cost 2.01, {'classification_error_evaluator': 0.4}`, PaddleNLP's `valid step
-    2000, batch: 10, loss: ..., ips: 135`) holds the evaluation's values only: each is
-    stored under the split (`test/classification_error_evaluator`), as it follows the
-    training record of the same step and, under the training name, replaced its value."""
+def _evaluation_names(
+    tpl: Template, split: str, sections: list[str], counted: bool = False
+) -> None:
+    """An evaluation line holds the evaluation's values only: each is stored under the
+    split (`test/classification_error_evaluator`, `val/wps`, `test/acc1`), as the line
+    follows the training record of the same step and, under the training name, replaced
+    its value (fairseq's `valid | ... | wps 88225 | wpb 21176.3 | num_updates 40200` put
+    the validation's throughput and batch size in the training series of update 40200).
+    Its losses already carry the split (`val loss`, `test loss`); a name that says its
+    split (`valid_loss`, `train loss`), the epoch it ran in, and a name of a section of the
+    line (`[valid] loss`) keep theirs. A line that names its evaluation's counter
+    (PaddlePaddle v2's `Test with Pass 0, Cost 2.01, {...}`, PaddleNLP's `valid step 2000,
+    ...`) or step (`after step 4`) prefixes every name that does not start with its split."""
+    prefix = split if counted else _SECTION_SPLIT.get(split, split)
     tpl.names = {
-        i: k if k.lower().startswith(split) else f"{split}/{k}" for i, k in tpl.names.items()
+        i: k if _keeps_name(k, split, sections[i], counted) else f"{prefix}/{k}"
+        for i, k in tpl.names.items()
     }
+
+
+def _keeps_name(key: str, split: str, section: str, counted: bool) -> bool:
+    """A name on an evaluation line that is no training metric's (see _evaluation_names)."""
+    if key.lower().startswith(split):
+        return True
+    if counted:
+        return False
+    return bool(section) or _names_split(key) or alias_table().canonical(key) == "epoch"
+
+
+def _summary_split(lits: list[str]) -> str:
+    """`test` for DeiT's closing `* Acc@1 88.381 Acc@5 96.779 loss 0.445` (see
+    _EVAL_SUMMARY): its loss is the test set's, which replaced the training loss of the
+    step before it."""
+    return "test" if _EVAL_SUMMARY.match(lits[0]) else ""
+
+
+def _after_glued_index(lits: list[str], i: int, skip: set[int]) -> bool:
+    """Slot i follows a number glued to an `@` (`Acc@1 88.381`, `Acc@5 96.779 loss 0.445`):
+    it is that metric's value, not one named by the word after it (which named DeiT's
+    top-5 accuracy `loss`, replacing the evaluation's loss on the same line)."""
+    return i > 0 and (i - 1) in skip and lits[i - 1].endswith("@")
 
 
 def _evaluation(keys: list[str]) -> bool:
@@ -676,9 +724,12 @@ def _evaluation_after_step(tpl: Template, lowered: list[str], skip: set[int]) ->
     NaN of the training line lost under the evaluation's value)."""
     for i, key in enumerate(lowered):
         hit = _AFTER_STEP.search(key)
-        if hit and i not in skip:
+        tf_dict = _EVAL_DICT_STEP.search(key) is not None
+        if (hit or tf_dict) and i not in skip:
             tpl.step_slot, tpl.keyed = i, True
-            word = hit.group(1)
+            # TensorFlow prints the step again (`global_step = 1000`): no metric
+            skip.update(j for j, k in enumerate(lowered) if k in _STEP_KEYS and j != i)
+            word = hit.group(1) if hit else "eval"
             return "val" if word.startswith("val") else word.removesuffix("uation")
     return ""
 
