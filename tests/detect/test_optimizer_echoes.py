@@ -155,6 +155,25 @@ def test_a_second_spike_at_the_peak_lr_with_a_sane_beta2_is_the_lr(tmp_path: Pat
     assert inc["cause"] == "lr_too_high"
 
 
+@pytest.mark.parametrize(("precision", "stale"), [("fp16", False), ("bf16", True)])
+def test_a_fourfold_gradient_in_fp16_without_the_loss_scale_is_not_the_stale_moment(
+    tmp_path: Path, precision: str, stale: bool
+) -> None:
+    """beta2 0.999, a 4x gradient that climbs over 30 steps, then the loss climbs for 12
+    and stays up a while, no echo, the loss scale not logged. In fp16 that is also what an
+    overflow cascade's run-up gives (the scaler's halvings unseen): not named. In bf16
+    nothing overflows: the stale second moment."""
+    grad_x = 1 + 3 * np.clip((np.arange(N + 1) - (K - 30)) / 30, 0, 1) * (np.arange(N + 1) < K)
+    cfg = {**STALE, "bf16": precision == "bf16", "fp16": precision == "fp16"}
+    run = _write(tmp_path / "run", 1 + _pulse(K, 0.8, 12, 60.0), grad_x, cfg)
+    stored_incidents(run, tmp_path)
+    inc, feats, rules = _stored_one(tmp_path)
+    assert 3 <= feats["grad_ratio"] < 5 and feats["echo_count"] == 0
+    assert feats["precision"] == precision
+    assert ("stale_beta2" in rules) == stale
+    assert (inc["cause"] == "stale_beta2") == stale
+
+
 def _batches(steps: list[int], amps: list[float]) -> np.ndarray:
     """One-step batch spikes (their own loss, gone at the next step) on short tails of the
     damage each update left: one incident when they come before the loss is back."""
