@@ -137,6 +137,7 @@ _PROGRESS_DOTS = r"^\.{3,}"
 _STEP_KEYS = (
     "global_step",
     "global step",
+    "global_steps",  # a LoggingTensorHook's `global_steps = 1000, loss = 3.37` (TF Estimator)
     "g_step",
     "num_updates",
     "step",
@@ -152,7 +153,7 @@ _STEP_KEYS = (
 )
 # Step keys that name a global counter wherever they stand in the line (fairseq prints
 # num_updates after a dozen other fields); the others count only among the first slots.
-_LATE_STEP_KEYS = {"global_step", "global step", "g_step", "num_updates"}
+_LATE_STEP_KEYS = {"global_step", "global step", "global_steps", "g_step", "num_updates"}
 # `completed step: 10` (MaxText), `Training Iteration: 1787` (NVIDIA DLLogger): a phrase whose
 # last word names the step, unless another word says it is a setting, not the counter.
 _PHRASE_STEP = {"step", "iteration", "iter"}
@@ -1372,8 +1373,8 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
     stepped = main.is_record and main.step_slot is not None
     for t in lossy:
         keys = {k.lower() for k in t.names.values()}
-        summary = counted and "epoch" in keys and t.lines * 5 <= main.lines
-        summary = summary and not _COUNTER.search(t.text)
+        rarer = t.lines * 5 <= main.lines or _repeats_fields(t, main)
+        summary = counted and "epoch" in keys and rarer and not _COUNTER.search(t.text)
         if stepped and not t.is_record:
             summary = summary or "epoch" in keys or bool(_SUMMARY_WORDS & _literal_words(t))
         if summary:
@@ -1382,6 +1383,20 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
                 f"generic reader: {t.lines} lines like '{t.shown()[:100]}' summarise an epoch: "
                 "stored as epoch/<name>, apart from the per-iteration values"
             )
+
+
+def _repeats_fields(t: Template, main: Template) -> bool:
+    """A kind of line no more frequent than the per-iteration one that prints the same
+    fields (fairseq's `| epoch 009 | loss 6.233 | nll_loss ... | wps ...` after two
+    `epoch 009:  1000 / 2737 loss=6.220, nll_loss=..., wps=...` lines a 2737-batch epoch
+    logs every 1000): the epoch's averages of those fields, however few lines an epoch
+    prints before it (a fifth as many missed fairseq's `--log-interval` near the epoch's
+    length, its average replacing the loss of the epoch's last update)."""
+    if t is main or t.lines > main.lines:
+        return False
+    ours = {k.lower() for k in t.names.values()} - {"epoch"}
+    theirs = {k.lower() for k in main.names.values()}
+    return "loss" in ours and len(ours & theirs) * 4 >= len(ours) * 3
 
 
 def _epoch_loss_lines(found: dict[str, Template], notes: list[str]) -> None:
