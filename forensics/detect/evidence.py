@@ -62,7 +62,11 @@ def weigh(rule: Rule, features: Mapping[str, object], have: set[str]) -> Hypothe
         )
     if finding.undecided:
         # three-valued logic: the condition turns on a feature this log does not give
-        reason = f"undecided on this log (the condition turns on what it does not give): {values}"
+        absent = ", ".join(e.key for e in finding.evidence if e.value is None) or "none"
+        reason = (
+            "undecided on this log (the condition turns on what it does not give, among: "
+            f"{absent}): {values}"
+        )
         return Hypothesis(rule.cause, "not_evaluable", 0.0, rule.id, reason, [], finding.evidence)
     reason = f"condition not met with its inputs logged: {values}"
     return Hypothesis(rule.cause, "against", 0.0, rule.id, reason, [], finding.evidence)

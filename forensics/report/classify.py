@@ -101,7 +101,10 @@ def _from_row(h: StoredHypothesis, inc: Incident, kb: Knowledge) -> Hypothesis:
         weak = "too weak to be" if kb.cause(inc.cause).key == "unknown" else "below"
         why = f"{pct(h.confidence)}, {weak} the stated cause" + (f": {why}" if why else "")
     if status == NOT_EVALUATED:
-        evaluate = what_evaluates(h, inc.log_next, entry.fields.get("evaluate"))
+        # the cause's general advice names the metrics it reads: only for a hypothesis
+        # that lacks one (undecided with them logged, it would ask for what is there)
+        fallback = entry.fields.get("evaluate") if h.needs else None
+        evaluate = what_evaluates(h, inc.log_next, fallback)
     if verdict == "inconclusive":
         why += "; replay was inconclusive"
     return Hypothesis(entry.title, entry.key, status, why, evaluate, h.confidence)
