@@ -730,8 +730,7 @@ def _evaluation_after_step(tpl: Template, lowered: list[str], skip: set[int]) ->
             tpl.step_slot, tpl.keyed = i, True
             # TensorFlow prints the step again (`global_step = 1000`): no metric
             skip.update(j for j, k in enumerate(lowered) if k in _STEP_KEYS and j != i)
-            word = hit.group(1) if hit else "eval"
-            return "val" if word.startswith("val") else word.removesuffix("uation")
+            return _SECTION_SPLIT[hit.group(1)] if hit else "eval"
     return ""
 
 
