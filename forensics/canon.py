@@ -19,6 +19,9 @@ from forensics.errors import InputError
 from forensics.yamlio import safe_load
 
 _SEP = re.compile(r"[\s\-]+")
+# Prefixes a reader puts before a metric's name to keep a kind of line apart (an epoch's
+# averages, `epoch/<name>`): the name after one is canonical as it would be alone.
+_APART = ("epoch/",)
 
 
 def natural_key(text: str) -> list[tuple[int, int | str]]:
@@ -55,9 +58,19 @@ class AliasTable:
                     name = f"{canon}/{int(layer)}" if layer is not None else canon
                     break
         if name is None:
-            name = norm
+            name = self._apart(norm)
         self._cache[raw] = name
         return name
+
+    def _apart(self, norm: str) -> str:
+        """`epoch/<name>` with `<name>` canonical (fairseq's epoch `gnorm` is
+        `epoch/grad_norm`, as its per-iteration `gnorm` is `grad_norm`); any other name
+        as it is."""
+        for prefix in _APART:
+            rest = norm.removeprefix(prefix)
+            if rest != norm and rest:
+                return prefix + self.canonical(rest)
+        return norm
 
     def names(self) -> list[str]:
         """The scalar canonical names, in table order (the columns of `metrics_wide`)."""

@@ -129,7 +129,7 @@ def test_fairseq_2018_epoch_counter_summary_and_validation(tmp_path: Path) -> No
         10 * 8223 + 3000: 0.75,
     }
     # the epoch's average and the validation pass never join the training loss
-    assert m["epoch/train_loss"] == {9 * 8223 + 8000: 1.44}
+    assert m["epoch/loss"] == {9 * 8223 + 8000: 1.44}
     assert m["val_loss"] == {9 * 8223 + 8000: 1.94}
     assert any("summarise an epoch" in w for w in warnings)
 

@@ -183,7 +183,7 @@ def test_averaged_stats_line_is_an_epoch_summary(tmp_path: Path) -> None:
     # epochs count from 1 unless a 0 is printed: (2 - 1) * 1504 + i
     assert m["loss"] == {2984: 0.8662, 2994: 0.6968, 3004: 0.6923}
     assert m["grad_norm"][3004] == 0.2537
-    assert m["epoch/closs"] == {3004: 0.6884} and m["epoch/grad_norm"] == {3004: 0.2534}
+    assert m["epoch/loss"] == {3004: 0.6884} and m["epoch/grad_norm"] == {3004: 0.2534}
     assert not any("repeated" in x for x in w)
 
 
@@ -302,7 +302,7 @@ def test_epoch_summary_line_stays_out_of_the_step_loss(tmp_path: Path) -> None:
     # as a repeated row from a restart)
     _, m, w = _stored(tmp_path, NANOVLM_187)
     assert _nan_at(m["loss"]) == [0, 20, 40] and _nan_at(m["val_loss"]) == [0, 20, 40]
-    assert _nan_at(m["epoch/train_loss"]) == [20, 40]
+    assert _nan_at(m["epoch/loss"]) == [20, 40]
     assert m["epoch/time_(s)"] == {20: 12.32, 40: 6.64}
     assert not any("repeated" in x or "another name" in x for x in w)
 
@@ -468,7 +468,7 @@ def test_a_count_followed_by_its_key_is_the_step(tmp_path: Path) -> None:
     assert m["loss"] == {1000: 8.72, 2000: 6.91, 3645: 5.85, 4645: 5.58}
     assert m["val_loss"] == {2645: 5.87} and m["lr"] == {2645: 0.25}
     # the checkpoint line's trainloss is the epoch's mean, not a loss of update 2645
-    assert m["epoch/trainloss"] == {2645: 7.40}
+    assert m["epoch/loss"] == {2645: 7.40}
     assert any("report the epoch at a checkpoint" in x for x in w)
 
 
