@@ -70,3 +70,25 @@ def _validating(hit: pl.DataFrame, prepared: pl.DataFrame, is_bar: pl.Expr) -> p
     after = found.sort("i")["v"].fill_null(False)
     glued = hit["text"].str.contains(VALIDATING, literal=True)
     return (glued | after).alias("_validating")
+
+
+def carried_once(
+    rows: pl.DataFrame, bars: list[str], carried: list[str], notes: list[str]
+) -> pl.DataFrame:
+    """`rows` (line, tpl, raw_name, value, ...) with each of the `carried` names on a bar
+    line of a template in `bars` (Lightning's `val_loss=2.45` in the postfix) kept only
+    where its value first appears or changes: the bar shows the last validation's value on
+    every redraw until the next validation, one value, not one a training step."""
+    ordered = rows.with_row_index("_order").sort("line", maintain_order=True)
+    same = pl.col("value").eq_missing(pl.col("value").shift(1).over("raw_name"))
+    on_bar = pl.col("raw_name").is_in(carried) & pl.col("tpl").is_in(bars)
+    repeated = ordered.select((on_bar & same).alias("r")).to_series()
+    if not repeated.any():
+        return rows
+    names = ", ".join(f"`{n}`" for n in carried)
+    notes.append(
+        f"generic reader: the progress bar shows {names} of the last validation on every "
+        f"redraw: stored once, where its value first appears or changes ({repeated.sum()} "
+        "repeats left out)"
+    )
+    return ordered.filter(~repeated).sort("_order").drop("_order")

@@ -43,7 +43,7 @@ from forensics.canon import alias_table, normalise
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.printed_config import printed_config
-from forensics.ingest.readers._bar_validation import without_validation_counts
+from forensics.ingest.readers._bar_validation import carried_once, without_validation_counts
 from forensics.ingest.readers._data_errors import data_error_events
 from forensics.ingest.readers._epoch_restarts import counted_over_epochs
 from forensics.ingest.readers._generic_groups import dict_entries, group_totals
@@ -228,6 +228,8 @@ _TRAIN_EPOCH = re.compile(r"(?i)(?:^|\s)train:\s*\Z")  # timm `Train: 12 [`: the
 # mmengine's evaluation loops (`Epoch(val)`, `Iter(test)`) and what their lines time
 _EVAL_LOOP = re.compile(r"(?i)\b(?:epoch|iter)\((?:val|test)\)")
 _LOOP_STATS = {"time", "data_time", "memory", "eta"}
+# Lightning's bar postfix `v_num=0`: the logger's experiment version, no training metric
+_NO_METRIC = {"v_num"}
 _MAGNITUDES = {"K", "M", "B", "G", "T", "k"}  # `124 M`: the unit of a count, not a name
 # an evaluation's own counter named with its split (`valid step 2000`, `eval iter 30`)
 # (PaddlePaddle v2's `Test with Pass 0, Cost 2.01, {...}`: the pass the test followed)
@@ -525,7 +527,7 @@ def infer(text: str, count: int) -> Template:
             key = _key_after(after) if spaced and (after[:1] in " %" or after[:1].isalpha()) else ""
             if key in _MAGNITUDES:  # Lightning's model summary `0 | model | GPT | 124 M`
                 key = ""  # a count in millions, no metric's name
-        if not _good_key(key) or _ETA_KEY.fullmatch(key.lower()):
+        if not _good_key(key) or _ETA_KEY.fullmatch(key.lower()) or key.lower() in _NO_METRIC:
             continue
         key = _LOSS_SPLIT.sub(r"\2 \1", key)  # cellpose `Loss Test 0.3793`: `Test Loss`
         unit = _GLUED.match(lits[i + 1])
@@ -1585,6 +1587,7 @@ def extract(
         ).filter(pl.col("value").is_not_null())
         rows = pl.concat([rows.filter(pl.col("value").is_not_null()), odd])
     rows = _per_rank(rows.sort(["line", "slot"]), notes)
+    rows = _bar_validation_once(rows, found, notes)
     used = set(rows["tpl"].unique().to_list())
     found = {k: t for k, t in found.items() if k in used}
     grouped = {t.names[i]: key for t in found.values() for i, key in t.groups.items()}
@@ -1604,6 +1607,16 @@ def extract(
     if bad_step.height:
         notes.append(f"{bad_step.height} lines whose step field is not an integer: ignored")
     return out, found, ignored
+
+
+def _bar_validation_once(
+    rows: pl.DataFrame, found: dict[str, Template], notes: list[str]
+) -> pl.DataFrame:
+    """A training bar's evaluation values (Lightning's `val_loss=`) are stored once, where
+    they change (see carried_once)."""
+    bars = [k for k, t in found.items() if t.bar]
+    carried = sorted({n for k in bars for n in found[k].names.values() if _eval_key(n)})
+    return carried_once(rows, bars, carried, notes) if carried else rows
 
 
 def _per_rank(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
