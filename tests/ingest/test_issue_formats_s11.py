@@ -303,7 +303,7 @@ def test_mmengine_val_loop_is_no_training_step(tmp_path: Path) -> None:
     # the mAP summary landed at step 1000 of the val axis instead of the epoch's end
     _, m, w = _stored(tmp_path, "\n".join(_mmengine_epoch(1, 0.25) + _mmengine_epoch(2, 0.31)))
     assert m["loss"] == {2800: 0.9, 2850: 0.9, 2900: 0.9, 5731: 0.9, 5781: 0.9, 5831: 0.9}
-    assert m["coco/bbox_map"] == {2900: 0.25, 5831: 0.31}  # the training step before it
+    assert m["val/coco/bbox_map"] == {2900: 0.25, 5831: 0.31}  # the training step before it
     assert set(m["memory"].values()) == {2389.0} and set(m["time"].values()) == {0.0572}
     assert not any("restart or resume" in x for x in w)
 
@@ -326,8 +326,8 @@ def test_mmdet2_val_summary_belongs_to_the_epoch_end(tmp_path: Path) -> None:
         ]
     )
     _, m, _ = _stored(tmp_path, text + "\n")
-    assert m["bbox_map"] == {2 * 1749 + 1700: 0.33} and m["bbox_map_50"] == {5198: 0.53}
-    assert not any("val" in k.lower() for k in m)  # no `Epoch(val)` counter as a metric
+    assert m["val/bbox_map"] == {2 * 1749 + 1700: 0.33} and m["val/bbox_map_50"] == {5198: 0.53}
+    assert not any("epoch" in k.lower() for k in m)  # no `Epoch(val)` counter as a metric
     assert m["loss"][3 * 1749 + 50] == 1.1
 
 

@@ -47,6 +47,68 @@ def test_lightning_bar_v_num_is_no_metric_and_val_loss_is_stored_once(tmp_path: 
     assert any("val_loss" in x and "once" in x for x in w)
 
 
+# ----- mmengine: `Epoch(val) [E][N/N]` results between `Epoch(train)` lines ----------------------
+# The evaluation's lines quoted as printed in https://github.com/AILab-CVC/YOLO-World/issues/359
+# (with the first training line of epoch 114); the training line of epoch 113 before them is
+# made in its shape.
+MMENGINE_YOLO_359 = """\
+2024/05/22 11:07:50 - mmengine - INFO - Epoch(train) [113][50/61]  base_lr: 2.0000e-04 lr: 5.2160e-05  eta: 0:06:40  time: 0.1880  data_time: 0.0130  memory: 3342  grad_norm: 88.0000  loss: 15.2000  loss_cls: 1.4300  loss_bbox: 1.4700  loss_dfl: 12.3000
+2024/05/22 11:08:03 - mmengine - INFO - Epoch(val) [113][350/416]    eta: 0:00:00  time: 0.0114  data_time: 0.0001  memory: 758  
+2024/05/22 11:08:04 - mmengine - INFO - Epoch(val) [113][400/416]    eta: 0:00:00  time: 0.0111  data_time: 0.0001  memory: 758  
+2024/05/22 11:08:04 - mmengine - INFO - Evaluating bbox...
+2024/05/22 11:08:04 - mmengine - INFO - bbox_mAP_copypaste: 0.753 0.987 0.865 -1.000 0.680 0.753
+2024/05/22 11:08:04 - mmengine - INFO - Epoch(val) [113][416/416]    coco/bbox_mAP: 0.7530  coco/bbox_mAP_50: 0.9870  coco/bbox_mAP_75: 0.8650  coco/bbox_mAP_s: -1.0000  coco/bbox_mAP_m: 0.6800  coco/bbox_mAP_l: 0.7530  data_time: 0.0002  time: 0.0115
+2024/05/22 11:08:13 - mmengine - INFO - Epoch(train) [114][50/61]  base_lr: 2.0000e-04 lr: 5.2160e-05  eta: 0:06:33  time: 0.1873  data_time: 0.0129  memory: 3342  grad_norm: 90.1231  loss: 15.0982  loss_cls: 1.4217  loss_bbox: 1.4694  loss_dfl: 12.2071
+"""  # noqa: E501, W291
+
+# ----- mmcv 1.x: `Epoch(val) [E][n]` after mmcv's own ProgressBar, which printed no newline -------
+# Quoted as printed in https://github.com/open-mmlab/mmpretrain/issues/360 (mmcls on mmcv 1.x).
+MMCV_MMCLS_360 = """\
+2021-07-14 13:52:26,135 - mmcls - INFO - Epoch [1][10/35]	lr: 1.000e-02, eta: 0:10:35, time: 0.611, data_time: 0.212, memory: 2962, loss: 1.4048
+2021-07-14 13:52:30,150 - mmcls - INFO - Epoch [1][20/35]	lr: 1.000e-02, eta: 0:08:41, time: 0.402, data_time: 0.022, memory: 2962, loss: 0.4855
+2021-07-14 13:52:34,172 - mmcls - INFO - Epoch [1][30/35]	lr: 1.000e-02, eta: 0:08:00, time: 0.402, data_time: 0.022, memory: 2962, loss: 0.3445
+2021-07-14 13:52:35,974 - mmcls - INFO - Saving checkpoint at 1 epochs
+[>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>>] 50/50, 163.1 task/s, elapsed: 0s, ETA:     0s2021-07-14 13:52:36,901 - mmcls - INFO - Epoch(val) [1][2]	accuracy_top-1: 22.0000, accuracy_top-3: 38.0000
+2021-07-14 13:52:43,027 - mmcls - INFO - Epoch [2][10/35]	lr: 1.000e-02, eta: 0:07:28, time: 0.592, data_time: 0.213, memory: 2962, loss: 0.3629
+"""  # noqa: E501
+# mmdet on mmcv 1.x: the training line quoted as printed in
+# https://github.com/open-mmlab/mmdetection/issues/9415; the `Epoch(val)` line after it is
+# made in the shape mmcv's TextLoggerHook prints (`Epoch(val) [E][n]\t` then `k: v, ...`), with
+# the evaluation's own `loss`.
+MMDET_9415 = """\
+2022-11-23 14:15:21,465 - mmdet - INFO - Epoch [6][150/228]	lr: 2.500e-03, eta: 0:10:25, time: 0.437, data_time: 0.004, memory: 3129, loss_cls: 0.2660, loss_bbox: 0.2997, loss_centerness: 0.6076, loss: 1.1732, grad_norm: 6.0425
+2022-11-23 14:15:42,943 - mmdet - INFO - Epoch [6][200/228]	lr: 2.500e-03, eta: 0:10:03, time: 0.430, data_time: 0.004, memory: 3129, loss_cls: 0.2677, loss_bbox: 0.3056, loss_centerness: 0.6136, loss: 1.1869, grad_norm: 5.5391
+2022-11-23 14:16:00,000 - mmdet - INFO - Epoch(val) [6][500]	bbox_mAP: 0.3500, bbox_mAP_50: 0.5500, loss: 1.9000
+2022-11-23 14:16:18,574 - mmdet - INFO - Epoch [7][50/228]	lr: 2.500e-03, eta: 0:09:20, time: 0.471, data_time: 0.046, memory: 3160, loss_cls: 0.2271, loss_bbox: 0.3726, loss_centerness: 0.6143, loss: 1.2141, grad_norm: 6.3334
+"""  # noqa: E501
+
+
+def test_mmengine_evaluation_results_keep_an_evaluation_name(tmp_path: Path) -> None:
+    # before: the results were stored under the metric's own name (`coco/bbox_map` at step
+    # 6882), as if the training loop had logged them
+    fmt, m, _ = _stored(tmp_path, MMENGINE_YOLO_359)
+    assert fmt == "generic_text"
+    assert m["loss"] == {6882: 15.2, 6943: 15.0982} and m["grad_norm"][6943] == 90.1231
+    assert m["val/coco/bbox_map"] == {6882: 0.753} and m["val/coco/bbox_map_s"] == {6882: -1.0}
+    assert not any(k.startswith("coco/") for k in m)
+    assert m["time"] == {6882: 0.188, 6943: 0.1873}  # the loop's timings: no training value
+
+
+def test_mmcv_evaluation_results_keep_an_evaluation_name(tmp_path: Path) -> None:
+    # before: mmcls's `Epoch(val)` line, glued to mmcv's ProgressBar (`ETA:     0s2021-...`),
+    # was ignored, its accuracies lost; mmdet's was taken for the epoch's training summary:
+    # `epoch/bbox_map`, and its evaluation loss `epoch/loss`, a training name
+    fmt, m, _ = _stored(tmp_path, MMCV_MMCLS_360)
+    assert fmt == "generic_text"
+    assert m["loss"] == {10: 1.4048, 20: 0.4855, 30: 0.3445, 45: 0.3629}
+    assert m["val/accuracy_top_1"] == {30: 22.0} and m["val/accuracy_top_3"] == {30: 38.0}
+    fmt, m, _ = _stored(tmp_path, MMDET_9415)
+    assert fmt == "generic_text"
+    assert m["loss"] == {1290: 1.1732, 1340: 1.1869, 1418: 1.2141}
+    assert m["val_loss"] == {1340: 1.9} and m["val/bbox_map"] == {1340: 0.35}
+    assert not any(k.startswith("epoch/") for k in m)
+
+
 # ----- fairseq: an epoch's `gnorm` beside the per-iteration `gnorm` -------------------------------
 # The fixtures of test_issue_formats_s33 (fairseq#514 and a fairseq >= 0.10 log), whose
 # per-iteration `gnorm=` is the gradient norm.

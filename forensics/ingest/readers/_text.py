@@ -62,16 +62,18 @@ _OVERLAP = 4096  # re-read of the head's tail: a line cut at 64 KiB is seen whol
 # WARNING ...`, `...s/step]2025-08-23 06:19:20,889 - trainer - WARNING - ...`), a printed
 # dict (`...10.13s/it]{'loss': nan, ...}`, `...15.11s/it{'loss': 0.25, ...}`) or a message
 # (`...1.69it/s]Validation Summary Epoch: [20] ...`), or Keras' TerminateOnNaN report after
-# the bar's last value (`... - accuracy: 0.2188Batch 1: Invalid loss, terminating training`).
+# the bar's last value (`... - accuracy: 0.2188Batch 1: Invalid loss, terminating training`),
+# or a logger's record after mmcv's own ProgressBar, which ends in its ETA (`[>>>>] 50/50,
+# 163.1 task/s, elapsed: 0s, ETA:     0s2021-07-14 13:52:36,901 - mmcls - INFO - Epoch(val)`).
 # One pattern for Python (the sniff's head) and polars (the whole file): no look-around,
 # the two cut parts are groups.
 _GLUED_RECORD = (
-    r"(\]|s/it)(\[?(?:\d{4}-\d\d-\d\d[ T]|\d\d/\d\d/\d\d(?:\d\d)? )\d\d:\d\d|\{')"
+    r"(\]|s/it|ETA:\s*\d+s)(\[?(?:\d{4}-\d\d-\d\d[ T]|\d\d/\d\d/\d\d(?:\d\d)? )\d\d:\d\d|\{')"
     r"|((?:it/s|s/it|s/step)\])([A-Z][a-z])"
     r"|((?:\d|(?i:nan|inf))[ \t]*)(Batch \d+: Invalid loss)"
 )
 _GLUED_RE = re.compile(_GLUED_RECORD)
-_GLUE_MARKS = ("]", "s/it")  # without either nothing is glued
+_GLUE_MARKS = ("]", "s/it", "ETA:")  # without one of them nothing is glued
 # Python/Rust-compatible number syntax, used by both readers' regexes.
 NUMBER = r"[-+]?(?:(?i:nan|inf(?:inity)?)|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
 _SUFFIX_SCALE = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}

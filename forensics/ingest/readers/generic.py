@@ -226,7 +226,7 @@ _NEXT_BRACKET = re.compile(r"\]\s*[\[(]\s*\Z")
 _TRAIN_EPOCH_BRACKET = re.compile(r"(?i)(?:^|\s)train:\s*\[\s*\Z")
 _TRAIN_EPOCH = re.compile(r"(?i)(?:^|\s)train:\s*\Z")  # timm `Train: 12 [`: the epoch after it
 # mmengine's evaluation loops (`Epoch(val)`, `Iter(test)`) and what their lines time
-_EVAL_LOOP = re.compile(r"(?i)\b(?:epoch|iter)\((?:val|test)\)")
+_EVAL_LOOP = re.compile(r"(?i)\b(?:epoch|iter)\((val|test)\)")
 _LOOP_STATS = {"time", "data_time", "memory", "eta"}
 # Lightning's bar postfix `v_num=0`: the logger's experiment version, no training metric
 _NO_METRIC = {"v_num"}
@@ -247,6 +247,12 @@ _ANSI = r"\x1b\[[0-9;]*[A-Za-z]"  # colour codes (torchtitan colours its step li
 # a number, the key was `/CE loss`, the training loss, and the validation value stood in
 # for it. Joined with `_` (as the metric name writes `-` anyway) so NUM's \b skips it.
 _NAMED_NUMBER = r"([A-Za-z])-(\d+)/([A-Za-z])"
+# A key that ends in `-k` before its value (mmcls's `accuracy_top-1: 22.0000`): the top-k
+# is part of the name; left a number, the key was lost with it and the line read nothing
+_TOP_K_KEY = r"([A-Za-z])-(\d{1,2}):(\s*[-+]?\d)"
+# mmcv's own ProgressBar (`[>>>>] 50/50, 163.1 task/s, elapsed: 0s, ETA:     0s`) counts an
+# evaluation's samples: no training step, however its `n/N` reads
+_TASK_BAR = r"\d+/\d+, [\d.]+ task/s, elapsed: \d+s"
 # A parameter group's index in a name (OLMo-core's `optim/LR (group 0)=3.0e-04`, one line per
 # group): part of the name, not a value. Left a number, the line had no key before its value
 # (`)=`) and the learning rate was lost; joined with `_` (`group_0`) so NUM skips it, and
@@ -580,8 +586,9 @@ def infer(text: str, count: int) -> Template:
         lossy = any(map(_is_loss, keys)) or any(_EPOCH_LOSS.match(k) for k in keys)
         tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and lossy) or _evaluation(keys)
         tpl.cont = tpl.cont or (weighted and bool(keys))
-    if _EVAL_LOOP.search(lits[0]):
-        _evaluation_loop(tpl)
+    loop = _EVAL_LOOP.search(lits[0])
+    if loop:
+        _evaluation_loop(tpl, loop.group(1).lower(), sections)
     return tpl
 
 
@@ -694,11 +701,15 @@ def _evaluation(keys: list[str]) -> bool:
     return 0 < len(keys) <= 3 and result and all(_eval_key(k) for k in keys)
 
 
-def _evaluation_loop(tpl: Template) -> None:
+def _evaluation_loop(tpl: Template, split: str, sections: list[str]) -> None:
     """mmengine's `Epoch(val) [1][ 50/1000]` counts the evaluation loop's iterations, not
     training steps: its progress lines give no step (and their loop timings are no training
     metric), and the closing `Epoch(val) [1][1000/1000] coco/bbox_mAP: ...` belongs to the
-    training step before it, as a continuation."""
+    training step before it, as a continuation, its results under the loop's split
+    (`val/coco/bbox_mAP`; mmcv 1.x's `Epoch(val) [6][500]  bbox_mAP: 0.35, loss: 1.9`:
+    `val/bbox_mAP`, `val/loss`), as the loop's `(val)` is no word the line's split is read
+    from. (Under their own names, mmcv's were taken for the epoch's training summary:
+    `epoch/loss` was the evaluation's loss.)"""
     tpl.step_slot = tpl.epoch_slot = tpl.total_slot = None
     tpl.keyed = tpl.bar = tpl.per_epoch = False
     tpl.names = {
@@ -707,6 +718,7 @@ def _evaluation_loop(tpl: Template) -> None:
         if k.lower() not in _LOOP_STATS and not _EVAL_LOOP.search(k)  # nor its epoch counter
     }
     tpl.cont = True  # even with no metric left: the val lines between keep the summary attached
+    _evaluation_names(tpl, split, sections)
 
 
 def _opens_with_progress(tpl: Template, lits: list[str]) -> bool:
@@ -1046,6 +1058,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .str.replace_all(_ANSI, "")
         .str.replace_all(_BARE_SGR, "${1}")
         .str.replace_all(_NAMED_NUMBER, "${1}_${2}/${3}")
+        .str.replace_all(_TOP_K_KEY, "${1}_${2}:${3}")
         .str.replace_all(_GROUP_INDEX, "(${1}_${2})")
         .pipe(_clu_steps)
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
@@ -1063,6 +1076,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         tpl = tpl.str.replace_all(_BAR.pattern, "%|BAR|")  # one template for every bar fill
     return (
         lines.filter(pl.col("text").str.contains(r"\d|(?i:nan|inf)"))
+        .filter(~pl.col("text").str.contains(_TASK_BAR))
         .with_columns(body.alias("body"))
         .with_columns(tpl.alias("tpl"))
     )
