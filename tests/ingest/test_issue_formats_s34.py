@@ -109,6 +109,29 @@ def test_mmcv_evaluation_results_keep_an_evaluation_name(tmp_path: Path) -> None
     assert not any(k.startswith("epoch/") for k in m)
 
 
+# ----- Keras model.fit: `N/N [====] - 192s 454ms/step - loss: ...` at each epoch's end ------------
+# Quoted as printed in https://github.com/keras-team/keras/issues/10506 (its first 3 epochs).
+KERAS_10506 = """\
+Epoch 1/100
+423/423 [==============================] - 192s 454ms/step - loss: 1.8386 - mean_squared_error: 0.0049 - acc: 0.6136
+Epoch 2/100
+423/423 [==============================] - 186s 439ms/step - loss: 1.8087 - mean_squared_error: 0.0043 - acc: 0.6201
+Epoch 3/100
+423/423 [==============================] - 184s 436ms/step - loss: 1.3863 - mean_squared_error: 0.0037 - acc: 0.6445
+"""  # noqa: E501
+
+
+def test_keras_epoch_wall_time_is_no_metric(tmp_path: Path) -> None:
+    # before: the epoch's wall time was a metric `s` ({423: 192, 846: 186, 1269: 184}); the
+    # per-step time `ms/step`, which Keras prints beside it, is a metric and stays one
+    fmt, m, _ = _stored(tmp_path, KERAS_10506)
+    assert fmt == "generic_text"
+    assert "s" not in m
+    assert m["loss"] == {423: 1.8386, 846: 1.8087, 1269: 1.3863}
+    assert m["ms/step"] == {423: 454, 846: 439, 1269: 436}
+    assert m["acc"][1269] == 0.6445
+
+
 # ----- fairseq: an epoch's `gnorm` beside the per-iteration `gnorm` -------------------------------
 # The fixtures of test_issue_formats_s33 (fairseq#514 and a fairseq >= 0.10 log), whose
 # per-iteration `gnorm=` is the gradient norm.

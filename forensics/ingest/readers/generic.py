@@ -228,6 +228,7 @@ _TRAIN_EPOCH = re.compile(r"(?i)(?:^|\s)train:\s*\Z")  # timm `Train: 12 [`: the
 # mmengine's evaluation loops (`Epoch(val)`, `Iter(test)`) and what their lines time
 _EVAL_LOOP = re.compile(r"(?i)\b(?:epoch|iter)\((val|test)\)")
 _LOOP_STATS = {"time", "data_time", "memory", "eta"}
+_KERAS_BAR_END = re.compile(r"\]\s+-\s+\Z")  # Keras' `[==========] - ` before its timings
 # Lightning's bar postfix `v_num=0`: the logger's experiment version, no training metric
 _NO_METRIC = {"v_num"}
 _MAGNITUDES = {"K", "M", "B", "G", "T", "k"}  # `124 M`: the unit of a count, not a name
@@ -533,6 +534,8 @@ def infer(text: str, count: int) -> Template:
             key = _key_after(after) if spaced and (after[:1] in " %" or after[:1].isalpha()) else ""
             if key in _MAGNITUDES:  # Lightning's model summary `0 | model | GPT | 124 M`
                 key = ""  # a count in millions, no metric's name
+            if _keras_wall_time(key, lits[i], after):
+                key = ""
         if not _good_key(key) or _ETA_KEY.fullmatch(key.lower()) or key.lower() in _NO_METRIC:
             continue
         key = _LOSS_SPLIT.sub(r"\2 \1", key)  # cellpose `Loss Test 0.3793`: `Test Loss`
@@ -681,6 +684,14 @@ def _summary_split(lits: list[str]) -> str:
     _EVAL_SUMMARY): its loss is the test set's, which replaced the training loss of the
     step before it."""
     return "test" if _EVAL_SUMMARY.match(lits[0]) else ""
+
+
+def _keras_wall_time(key: str, before: str, after: str) -> bool:
+    """The first number after Keras' bar (`423/423 [=====] - 192s 454ms/step - loss: ...`,
+    Keras 1's `- 1s - loss:`) is the epoch's wall time so far, named by nothing but its
+    glued `s`: no metric `s` at the epoch's last step (the per-step time beside it keeps
+    its `ms/step`)."""
+    return key == "s" and after[:1] == "s" and _KERAS_BAR_END.search(before) is not None
 
 
 def _after_glued_index(lits: list[str], i: int, skip: set[int]) -> bool:
