@@ -61,15 +61,17 @@ _OVERLAP = 4096  # re-read of the head's tail: a line cut at 64 KiB is seen whol
 # (`...s/it][2021-02-04 15:06:19,825] [INFO] ...`, rich's `...Tflops][09/30/22 02:46:23]
 # WARNING ...`, `...s/step]2025-08-23 06:19:20,889 - trainer - WARNING - ...`), a printed
 # dict (`...10.13s/it]{'loss': nan, ...}`, `...15.11s/it{'loss': 0.25, ...}`) or a message
-# (`...1.69it/s]Validation Summary Epoch: [20] ...`), or Keras' TerminateOnNaN report after
-# the bar's last value (`... - accuracy: 0.2188Batch 1: Invalid loss, terminating training`),
-# or a logger's record after mmcv's own ProgressBar, which ends in its ETA (`[>>>>] 50/50,
-# 163.1 task/s, elapsed: 0s, ETA:     0s2021-07-14 13:52:36,901 - mmcls - INFO - Epoch(val)`).
+# (`...1.69it/s]Validation Summary Epoch: [20] ...`), another bar's or a tagged print
+# (trlx: `...1.40it/s][losses/total_loss: 1.34 | ...]:  16%|...`, `...it/s][RANK 0] ...`),
+# Keras' TerminateOnNaN report after the bar's last value (`... - accuracy: 0.2188Batch 1:
+# Invalid loss, terminating training`), or a logger's record after mmcv's own ProgressBar,
+# which ends in its ETA (`[>>>>] 50/50, 163.1 task/s, elapsed: 0s, ETA:     0s2021-07-14
+# 13:52:36,901 - mmcls - INFO - Epoch(val)`).
 # One pattern for Python (the sniff's head) and polars (the whole file): no look-around,
 # the two cut parts are groups.
 _GLUED_RECORD = (
     r"(\]|s/it|ETA:\s*\d+s)(\[?(?:\d{4}-\d\d-\d\d[ T]|\d\d/\d\d/\d\d(?:\d\d)? )\d\d:\d\d|\{')"
-    r"|((?:it/s|s/it|s/step)\])([A-Z][a-z])"
+    r"|((?:it/s|s/it|s/step)\])([A-Z][a-z]|\[[A-Za-z])"
     r"|((?:\d|(?i:nan|inf))[ \t]*)(Batch \d+: Invalid loss)"
 )
 _GLUED_RE = re.compile(_GLUED_RECORD)

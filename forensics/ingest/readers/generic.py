@@ -109,6 +109,12 @@ _PREFIX = (
 # the prefix (masked as \x01split\x01 while the prefix goes, then restored).
 _SPLIT_TAG = r"\[((?i:val|valid|validation|eval|test))\]"
 _MASKED_TAG = r"\x01([A-Za-z]+)\x01"
+# A bracket of two or more `name: number` fields holds a record's values, not a logger's tag
+# (trlx's tqdm description: `[losses/total_loss: 1.64 | losses/policy_loss: 0.12]:  16%|...|
+# 1024/6400`): taken for a prefix, the losses went with it. Masked as \x02...\x03 while the
+# prefix goes, then restored.
+_BRACKET_FIELD = r"[A-Za-z_][\w./\-]*:\s+[-+]?(?:\d|(?i:nan|inf))"
+_FIELDS_BRACKET = rf"\[([^\]]*?{_BRACKET_FIELD}[^\]]*?[|,]\s*{_BRACKET_FIELD}[^\]]*)\]"
 # CLU's LoggingWriter (Flax examples, T5X) logs `[%d]%s %s`: the step in brackets, then
 # `k=v, ...` (`I0919 ... logging_writer.py:35] [100] train_loss=6.95`, T5X's `[100]
 # collection=train loss=4.25`); big_vision's writer logs `[%d] name = value`, one metric a line.
@@ -1074,9 +1080,12 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .pipe(_clu_steps)
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
         .str.replace_all(_EPOCH_HEAD, "\x01${1}\x01[")
+        .str.replace_all(_FIELDS_BRACKET, "\x02${1}\x03")
         .str.replace(_PREFIX, "")
         .str.replace(_PROGRESS_DOTS, "")
         .str.replace_all(_MASKED_TAG, "[${1}]")
+        .str.replace_all("\x02", "[", literal=True)
+        .str.replace_all("\x03", "]", literal=True)
     )
     tpl = pl.col("body").str.replace_all(NUM, SLOT).str.replace_all(r"[ ]{2,}", "  ")
     # LION's `| E5 iter[ 14/ 15] |`: an epoch glued to its `E` would make one template per
