@@ -36,3 +36,41 @@ def test_trlx_losses_in_the_bar_description(tmp_path: Path) -> None:
     assert m["loss_scale"] == {1045: 64.0, 1046: 32.0}
     assert not any(k.startswith("rollout") or k.lower() == "rank" for k in m)
     assert not any("no training loss" in x for x in w)
+
+
+# ----- icefall: a batch's losses and their running totals as named groups -------------------
+# Quoted as printed in https://github.com/k2-fsa/icefall/issues/320 (conformer_ctc) and
+# https://github.com/k2-fsa/icefall/pull/314 (pruned_transducer_stateless2): `loss[...]` is
+# the batch's, `tot_loss[...]` the tracker's decayed running total.
+ICEFALL_320 = """\
+2022-04-21 06:21:16,518 INFO [train.py:518] Epoch 0, batch 500, loss[ctc_loss=0.7647, att_loss=0.7367, loss=0.7423, over 2223 frames.], tot_loss[ctc_loss=1.098, att_loss=1.086, loss=1.088, over 438207.72270125535 frames.], batch size: 8
+2022-04-21 06:24:05,162 INFO [train.py:518] Epoch 0, batch 550, loss[ctc_loss=1.043, att_loss=0.9977, loss=1.007, over 2480 frames.], tot_loss[ctc_loss=1.099, att_loss=1.079, loss=1.083, over 447367.3462596891 frames.], batch size: 24
+2022-04-21 06:26:38,987 INFO [train.py:518] Epoch 0, batch 600, loss[ctc_loss=1.092, att_loss=1.031, loss=1.043, over 2391 frames.], tot_loss[ctc_loss=1.093, att_loss=1.064, loss=1.069, over 453151.52900862123 frames.], batch size: 9
+"""  # noqa: E501
+ICEFALL_314 = """\
+2022-04-29 10:31:17,699 INFO [train.py:756] Epoch 0, batch 0, loss[loss=0.5521, simple_loss=1.104, pruned_loss=8.767, over 2432.00 frames.], tot_loss[loss=0.5521, simple_loss=1.104, pruned_loss=8.767, over 2432.00 frames.], batch size: 32, lr: 3.00e-03
+2022-04-29 10:31:21,003 INFO [train.py:756] Epoch 0, batch 1, loss[loss=0.474, simple_loss=0.948, pruned_loss=8.545, over 2494.00 frames.], tot_loss[loss=0.5125, simple_loss=1.025, pruned_loss=8.654, over 4913.84 frames.], batch size: 86, lr: 3.00e-03
+2022-04-29 10:31:24,395 INFO [train.py:756] Epoch 0, batch 2, loss[loss=0.5441, simple_loss=1.088, pruned_loss=8.671, over 2485.00 frames.], tot_loss[loss=0.5231, simple_loss=1.046, pruned_loss=8.66, over 7374.27 frames.], batch size: 71, lr: 3.00e-03
+"""  # noqa: E501
+
+
+def test_icefall_batch_loss_is_not_replaced_by_the_running_total(tmp_path: Path) -> None:
+    # before: `loss` was the running total's (1.088, 1.083, 1.069; the batch's went to the
+    # conflicts table) and `ctc_loss`, first in each group, had no name; with
+    # pruned_transducer the first field is `loss` itself, and no `loss` was stored at all
+    fmt, m, _ = _stored(tmp_path, ICEFALL_320)
+    assert fmt == "generic_text"
+    # the records print the batch within the epoch and no global step: numbered in order
+    assert m["loss"] == {1: 0.7423, 2: 1.007, 3: 1.043}
+    assert m["ctc_loss"] == {1: 0.7647, 2: 1.043, 3: 1.092}
+    assert m["att_loss"] == {1: 0.7367, 2: 0.9977, 3: 1.031}
+    assert m["tot_loss/loss"] == {1: 1.088, 2: 1.083, 3: 1.069}
+    assert m["tot_loss/ctc_loss"] == {1: 1.098, 2: 1.099, 3: 1.093}
+    assert m["batch"] == {1: 500, 2: 550, 3: 600}
+    fmt, m, w = _stored(tmp_path, ICEFALL_314)
+    assert m["loss"] == {1: 0.5521, 2: 0.474, 3: 0.5441}
+    assert m["pruned_loss"] == {1: 8.767, 2: 8.545, 3: 8.671}
+    assert m["tot_loss/loss"] == {1: 0.5521, 2: 0.5125, 3: 0.5231}
+    assert m["lr"] == {1: 3e-3, 2: 3e-3, 3: 3e-3}
+    assert not any("logged again at once" in x for x in w)
+    assert not any("no training loss" in x for x in w)

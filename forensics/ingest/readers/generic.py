@@ -324,6 +324,9 @@ _SECTION_SPLIT = {
 _SLASH_HEADER = re.compile(r"^\s*((?:\[[A-Za-z_]\w*(?:/[A-Za-z_]\w*)*\])+):?\s*\[\Z")
 _HEADER_ABBREV = {"gs": "global_step"}  # bts: `gs` (global step), beside `s` (the epoch's)
 # IMDLBenCo's `predict_loss: [local: 0.6921 | reduced: 0.6936]`: see _local_values
+# A named group of fields opening before a slot: `tot_loss[ctc_loss=` (icefall), its name
+# glued to the `[` (a value in brackets follows a separator: `lr=[1e-06]`, `loss: [nan]`)
+_GROUP_OPEN = re.compile(r"(?:^|[\s,;|])([A-Za-z_][\w.]*)\[([A-Za-z_][\w.]*)\s*[=:]\s*\Z")
 _LOCAL_OPEN = re.compile(r"([A-Za-z][\w./\-]*):\s*\[local:\s*\Z")
 _REDUCED = re.compile(r"\s*\|\s*reduced:\s*")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
@@ -496,6 +499,7 @@ def infer(text: str, count: int) -> Template:
             skip.add(i)  # ESPnet2 `time=1 minute and 42.6 seconds`: a duration spelt out
     _local_values(lits, befores, skip)
     _slash_header(lits, befores, skip)
+    _bracket_groups(lits, befores)
     # mmengine names the loop a counter belongs to: `Iter(train) [ 510/2046]` is an `iter`
     lowered = [b.lower().lstrip("[").removesuffix("(train)") for b in befores]
     bar = _progress_bar(lits, skip)
@@ -612,6 +616,38 @@ def _local_values(lits: list[str], befores: list[str], skip: set[int]) -> None:
         if opened and _REDUCED.fullmatch(lits[i + 1]) and lits[i + 2].lstrip().startswith("]"):
             befores[i] = opened.group(1)
             skip.add(i + 1)
+
+
+def _group_opened(lit: str) -> tuple[str, str] | None:
+    """(group, key) where `lit` opens a named group of fields (`, loss[ctc_loss=`), or None."""
+    opened = _GROUP_OPEN.search(lit)
+    return (opened.group(1), opened.group(2)) if opened else None
+
+
+def _bracket_groups(lits: list[str], befores: list[str]) -> None:
+    """icefall prints a batch's values and their running totals as named groups of the same
+    fields: `loss[ctc_loss=0.76, loss=0.74, over 2223 frames.], tot_loss[ctc_loss=1.10,
+    loss=1.09, over 438207.7 frames.]`. A group's first field is named after its `[`; a
+    later group's fields that an earlier group of the line already named are
+    `<group>/<field>` (`tot_loss/loss`), the first group's keep their names. Before, the
+    first field of each group had no name and both groups' fields had one, the later group's
+    values (the running totals) replacing the batch's."""
+    group = ""
+    named: set[str] = set()  # the fields of the group open now
+    earlier: set[str] = set()  # the fields of the line's groups before it
+    for i in range(len(lits) - 1):
+        opened = _group_opened(lits[i])
+        if opened:
+            earlier |= named
+            group, named = opened[0], set()
+            befores[i] = opened[1]
+        elif "]" in lits[i]:
+            group = ""
+        if not group:
+            continue
+        named.add(befores[i])
+        if befores[i] in earlier:
+            befores[i] = f"{group}/{befores[i]}"
 
 
 def _slash_header(lits: list[str], befores: list[str], skip: set[int]) -> None:
