@@ -74,3 +74,40 @@ def test_icefall_batch_loss_is_not_replaced_by_the_running_total(tmp_path: Path)
     assert m["lr"] == {1: 3e-3, 2: 3e-3, 3: 3e-3}
     assert not any("logged again at once" in x for x in w)
     assert not any("no training loss" in x for x in w)
+
+
+# ----- WeNet: `TRAIN Batch {epoch}/{batch}` from every rank, then `CV Batch` ------------------
+# Quoted as printed in https://github.com/wenet-e2e/wenet/issues/941 (wenet/utils/executor.py:
+# `'TRAIN Batch {}/{} loss {:.6f} '.format(epoch, batch_idx, ...)`, each rank logging its own
+# line; `CV` is the cross-validation set).
+WENET_941 = """\
+2023-01-30 18:47:07,107 DEBUG TRAIN Batch 4/203700 loss 12.646465 loss_att 10.921429 loss_ctc 16.671551 lr 0.00032621 rank 0
+2023-01-30 18:47:16,614 DEBUG TRAIN Batch 4/203700 loss 16.885244 loss_att 13.554604 loss_ctc 24.656742 lr 0.00032621 rank 1
+2023-01-30 18:47:22,712 DEBUG TRAIN Batch 4/203700 loss 19.729301 loss_att 16.203592 loss_ctc 27.955961 lr 0.00032621 rank 2
+2023-01-30 18:49:20,301 DEBUG TRAIN Batch 4/203800 loss 23.600426 loss_att 18.615641 loss_ctc 35.231586 lr 0.00032619 rank 2
+2023-01-30 18:49:20,315 DEBUG TRAIN Batch 4/203800 loss 18.340179 loss_att 15.005867 loss_ctc 26.120243 lr 0.00032619 rank 1
+2023-01-30 18:49:20,438 DEBUG TRAIN Batch 4/203800 loss 25.618004 loss_att 20.509174 loss_ctc 37.538609 lr 0.00032619 rank 0
+2023-01-30 18:49:55,773 DEBUG CV Batch 4/0 loss 28.517015 loss_att 24.142754 loss_ctc 38.723625 history loss 27.957858 rank 2
+2023-01-30 18:49:56,046 DEBUG CV Batch 4/0 loss 28.402842 loss_att 24.164579 loss_ctc 38.292122 history loss 27.845923 rank 0
+2023-01-30 18:49:56,076 DEBUG CV Batch 4/0 loss 28.509480 loss_att 24.174435 loss_ctc 38.624588 history loss 27.950470 rank 3
+2023-01-30 18:49:56,101 DEBUG CV Batch 4/0 loss 28.402861 loss_att 24.164606 loss_ctc 38.292122 history loss 27.845942 rank 1
+"""  # noqa: E501
+
+
+def test_wenet_epoch_slash_batch_and_cv_lines(tmp_path: Path) -> None:
+    # before: `TRAIN Batch 4` was a metric `train_batch` (the epoch), the records were
+    # numbered 1..10 in file order, and the CV lines were records too: rank 0's validation
+    # loss 28.402842 stood in `loss` (at record 8), rank 3's `loss/rank3` besides
+    fmt, m, w = _stored(tmp_path, WENET_941)
+    assert fmt == "generic_text"
+    assert m["loss"] == {203700: 12.646465, 203800: 25.618004}  # rank 0's
+    assert m["loss/rank1"] == {203700: 16.885244, 203800: 18.340179}
+    assert m["loss/rank2"] == {203700: 19.729301, 203800: 23.600426}
+    assert m["lr"] == {203700: 0.00032621, 203800: 0.00032619}
+    assert m["epoch"] == {203700: 4, 203800: 4}
+    # the validation after batch 203800, each rank's under its own name
+    assert m["val_loss"] == {203800: 28.402842} and m["val_loss/rank3"] == {203800: 28.50948}
+    assert m["val_loss_ctc"] == {203800: 38.292122}
+    assert "loss/rank3" not in m and not any("batch" in k for k in m)
+    assert not any(k.startswith("val/") for k in m)
+    assert not any("file order" in x for x in w)

@@ -240,8 +240,9 @@ _NO_METRIC = {"v_num"}
 _MAGNITUDES = {"K", "M", "B", "G", "T", "k"}  # `124 M`: the unit of a count, not a name
 # an evaluation's own counter named with its split (`valid step 2000`, `eval iter 30`)
 # (PaddlePaddle v2's `Test with Pass 0, Cost 2.01, {...}`: the pass the test followed)
+# Kaldi's and WeNet's `cv` (cross-validation) set is the validation set: `CV Batch 4/0 loss`
 _SPLIT_COUNTER = re.compile(
-    r"(?:val|valid|validation|eval|evaluation|test)[ _](?:with[ _])?"
+    r"(?:val|valid|validation|eval|evaluation|test|cv)[ _](?:with[ _])?"
     r"(?:step|iter|iteration|batch|epoch|pass)s?\Z"
 )
 _SPLITS = {"train", "val", "valid", "validation", "eval", "test"}
@@ -714,8 +715,8 @@ def _evaluation_names(
 
 def _keeps_name(key: str, split: str, section: str, counted: bool) -> bool:
     """A name on an evaluation line that is no training metric's (see _evaluation_names)."""
-    if key.lower().startswith(split):
-        return True
+    if key.lower().startswith(split) or key.strip().lower() == "rank":
+        return True  # (the rank that printed the line: no value, see _per_rank)
     if counted:
         return False
     return bool(section) or _names_split(key) or alias_table().canonical(key) == "epoch"
@@ -1095,9 +1096,9 @@ def _split_of(lits: list[str], befores: list[str]) -> str:
             and not _SPLIT_COUNTER.match(key.strip().lower())
         )
         text = text.replace(key, " ") if named else text
-    words = re.findall(r"[A-Za-z]+", text.lower())
+    words = re.findall(r"[A-Za-z0-9]+", text.lower())
     for w in words:
-        if w in ("val", "valid", "validation"):
+        if w in ("val", "valid", "validation", "cv"):
             return "val"
         if w in ("eval", "evaluation", "test"):
             return w
@@ -1291,6 +1292,52 @@ def _leading_epoch_batch(
             f"generic reader: {t.lines} lines like '{t.shown()[:80]}' open with the epoch and "
             "the batch within it: the batch is the step"
         )
+
+
+def _epoch_slash_batch(
+    prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]
+) -> None:
+    """WeNet prints `TRAIN Batch {epoch}/{batch_idx} loss ...`: a counter's `N/M` where M
+    is no total (a total stays the same from line to line) but rises under an N that
+    never falls. N is then the epoch and M the batch within it, the step (counted over
+    epochs where it starts again, `counted_over_epochs`). Read as `batch N of M`, the epoch
+    was a metric `train_batch` and the records were numbered in file order."""
+    for t in found.values():
+        if t.step_slot is not None or t.bar:
+            continue
+        lits = t.text.split(SLOT)
+        for i in range(len(lits) - 2):
+            words = t.names.get(i, "").lower().split()
+            if not words or words[-1] not in _STEP_WORDS | {"batch"}:
+                continue
+            if lits[i + 1].strip() != "/" or i + 1 in t.names:
+                continue
+            if not _epoch_then_count(prepared, t.text, i):
+                continue
+            t.names[i], t.step_slot, t.keyed = "epoch", i + 1, True
+            notes.append(
+                f"generic reader: {t.lines} lines like '{t.shown()[:80]}' print `epoch/batch`: "
+                "the batch within the epoch is the step"
+            )
+            break
+
+
+def _epoch_then_count(prepared: pl.DataFrame, text: str, slot: int) -> bool:
+    """The lines of template `text` print in `slot` an integer that never falls and repeats,
+    and after it one that changes, never falling while the first stays (see
+    _epoch_slash_batch)."""
+    nums = prepared.filter(pl.col("tpl") == text)["body"].str.extract_all(NUM)
+    pair = pl.DataFrame(
+        {
+            "e": nums.list.get(slot, null_on_oob=True).cast(pl.Int64, strict=False),
+            "b": nums.list.get(slot + 1, null_on_oob=True).cast(pl.Int64, strict=False),
+        }
+    )
+    if pair.null_count().sum_horizontal().item() or pair.height < 2 or pair["b"].n_unique() < 2:
+        return False
+    d_epoch, d_batch = pair["e"].diff().drop_nulls(), pair["b"].diff().drop_nulls()
+    same = d_epoch == 0
+    return bool(not (d_epoch < 0).any() and same.any() and (d_batch.filter(same) >= 0).all())
 
 
 def _step_value_pairs(prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]) -> bool:
@@ -1600,6 +1647,7 @@ def extract(
     found = templates(prepared, notes)
     _counts_before_values(prepared, found, notes)
     _leading_epoch_batch(prepared, found, notes)
+    _epoch_slash_batch(prepared, found, notes)
     empty = pl.DataFrame(
         schema={
             "line": pl.Int64,
