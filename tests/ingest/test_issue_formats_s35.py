@@ -111,3 +111,45 @@ def test_wenet_epoch_slash_batch_and_cv_lines(tmp_path: Path) -> None:
     assert "loss/rank3" not in m and not any("batch" in k for k in m)
     assert not any(k.startswith("val/") for k in m)
     assert not any("file order" in x for x in w)
+
+
+# ----- SpeechBrain: a bare tqdm bar per epoch after `Going into epoch E` ----------------------
+# Quoted as printed in https://github.com/speechbrain/speechbrain/pull/2216 (stdout: the
+# logger's name, no level; the training bar restarts every epoch, the validation bar after
+# it counts another total, then train_logger's summary of the epoch).
+SPEECHBRAIN_2216 = """\
+speechbrain.utils.epoch_loop - Going into epoch 1
+100%|█████████████████████████████████████████████████████████████████| 190/190 [03:08<00:00,  1.01it/s, train_loss=0.945]
+100%|███████████████████████████████████████████████████████████████████████████████████| 137/137 [01:43<00:00,  1.33it/s]
+speechbrain.utils.train_logger - epoch: 1, lr: 1.00e+00 - train loss: 9.45e-01 - valid loss: 1.23, valid CER: 35.42, valid WER: 39.14
+speechbrain.utils.checkpoints - Saved an end-of-epoch checkpoint in results/CRDNN_BPE_960h_LM/2602/save/CKPT+2023-10-21+12-02-55+00
+speechbrain.utils.epoch_loop - Going into epoch 2
+100%|█████████████████████████████████████████████████████████████████| 190/190 [03:02<00:00,  1.04it/s, train_loss=0.726]
+100%|███████████████████████████████████████████████████████████████████████████████████| 137/137 [02:17<00:00,  1.00s/it]
+speechbrain.nnet.schedulers - Changing lr from 1 to 0.8
+speechbrain.utils.train_logger - epoch: 2, lr: 1.00e+00 - train loss: 7.26e-01 - valid loss: 1.27, valid CER: 1.54e+02, valid WER: 1.54e+02
+"""  # noqa: E501
+# The summaries alone (a log written by train_logger to its file), quoted as printed in
+# https://github.com/speechbrain/speechbrain/issues/2584
+SPEECHBRAIN_2584 = """\
+Epoch: 1, lr: 1.00e-03 - train loss: 8.84e-01 - valid loss: 1.76e-01, valid error: 5.25e-02
+Epoch: 2, lr: 9.95e-04 - train loss: 2.20e-01 - valid loss: 1.21e-01, valid error: 3.72e-02
+Epoch: 3, lr: 9.91e-04 - train loss: 1.65e-01 - valid loss: 8.99e-02, valid error: 3.00e-02
+"""
+
+
+def test_speechbrain_bar_counted_over_epochs(tmp_path: Path) -> None:
+    # before: both epochs' bars stood at step 190, epoch 2's values replacing epoch 1's (the
+    # conflicts table held epoch 1's train_loss 0.945 and its summary)
+    fmt, m, w = _stored(tmp_path, SPEECHBRAIN_2216)
+    assert fmt == "generic_text"
+    assert m["loss"] == {190: 0.945, 380: 0.726}  # the bar's train_loss
+    assert m["epoch"] == {190: 1, 380: 2}
+    # the epoch's summary keeps its own names, its validation loss apart from the training's
+    assert m["epoch/valid_loss"] == {190: 1.23, 380: 1.27}
+    assert m["epoch/valid_wer"] == {190: 39.14, 380: 154.0}
+    assert not any("logged again at once" in x for x in w)
+    fmt, m, _ = _stored(tmp_path, SPEECHBRAIN_2584)
+    assert m["loss"] == {1: 0.884, 2: 0.22, 3: 0.165}
+    assert m["val_loss"] == {1: 0.176, 2: 0.121, 3: 0.0899}
+    assert m["lr"] == {1: 1e-3, 2: 9.95e-4, 3: 9.91e-4}

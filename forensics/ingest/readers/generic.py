@@ -221,7 +221,11 @@ _BAR = re.compile(r"%\|[^|\x00]*\|")  # tqdm's bar glyphs, which vary from line 
 _EPOCH_HEADER = re.compile(r"^\s*(?i:epoch)\s*\x00(?:\s*/\s*\x00)?\s*:?\s*$")
 # PccAI's `Training at epoch 4 (total 4) with lr 0.0008 ...`: a line that says an epoch
 # starts, before records whose counters restart with it (see _batch_counters)
-_EPOCH_START = r"(?i)^\s*(?:training|train|starting|start)\s+(?:at\s+)?epoch\s*\x00"
+# SpeechBrain's `speechbrain.utils.epoch_loop - Going into epoch 2` (its logger's name left
+# on where the level is not printed)
+_EPOCH_START = (
+    r"(?i)^\s*(?:[\w.]+ - )?(?:training|train|starting|start|going into)\s+(?:at\s+)?epoch\s*\x00"
+)
 _COUNT_AFTER = {"updates", "steps", "iterations", "iters"}
 _STEP_WORDS = {"iter", "iters", "iteration", "iterations", "step", "steps"}
 # Counts of skipped steps since the start of the run (DeepSpeed, InternEvo)
@@ -984,6 +988,8 @@ def _bar_step(tpl: Template, lits: list[str], lowered: list[str], bar: tuple[int
     epochs = [j for j in range(pct) if lowered[j] == "epoch"]
     if epochs:
         tpl.epoch_slot, tpl.total_slot = epochs[-1], counter + 1
+    else:  # SpeechBrain's bare bar restarts after its `Going into epoch E` (_epoch_headers)
+        tpl.per_epoch, tpl.total_slot = True, counter + 1
 
 
 def _epoch_counter(tpl: Template, lits: list[str], lowered: list[str], skip: set[int]) -> None:
