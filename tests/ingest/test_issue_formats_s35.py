@@ -153,3 +153,56 @@ def test_speechbrain_bar_counted_over_epochs(tmp_path: Path) -> None:
     assert m["loss"] == {1: 0.884, 2: 0.22, 3: 0.165}
     assert m["val_loss"] == {1: 0.176, 2: 0.121, 3: 0.0899}
     assert m["lr"] == {1: 1e-3, 2: 9.95e-4, 3: 9.91e-4}
+
+
+# ----- YOLOX: loguru's `| {name}:{line} - ` before `epoch: E/M, iter: i/N, ...` ---------------
+# Quoted as printed in https://github.com/Megvii-BaseDetection/YOLOX/issues/1548 and
+# https://github.com/Megvii-BaseDetection/YOLOX/issues/782 (yolox/core/trainer.py logs
+# through loguru, whose format ends `{name}:{line} - {message}`).
+YOLOX_1548 = """\
+2022-10-29 10:01:47 | INFO     | yolox.core.trainer:261 - epoch: 7/300, iter: 10/102, mem: 12977Mb, iter_time: 6.191s, data_time: 3.724s, total_loss: 8.6, iou_loss: 3.8, l1_loss: 0.0, conf_loss: 3.4, cls_loss: 1.4, lr: 1.000e-02, size: 640, ETA: 1 day, 22:22:32
+2022-10-29 10:02:36 | INFO     | yolox.core.trainer:261 - epoch: 7/300, iter: 20/102, mem: 12977Mb, iter_time: 4.877s, data_time: 2.507s, total_loss: 8.5, iou_loss: 4.1, l1_loss: 0.0, conf_loss: 3.2, cls_loss: 1.2, lr: 1.000e-02, size: 352, ETA: 1 day, 22:16:08
+"""  # noqa: E501
+YOLOX_782 = """\
+2021-10-11 14:38:09 | INFO     | yolox.core.trainer:188 - ---> start train epoch1
+2021-10-11 14:38:12 | INFO     | yolox.core.trainer:246 - epoch: 1/80, iter: 1/57, mem: 6736Mb, iter_time: 2.817s, data_time: 0.001s, total_loss: 14.5, iou_loss: 3.9, l1_loss: 0.0, conf_loss: 8.9, cls_loss: 1.7, lr: 6.156e-08, size: 640, ETA: 3:34:03
+2021-10-11 14:38:12 | INFO     | yolox.core.trainer:246 - epoch: 1/80, iter: 2/57, mem: 6736Mb, iter_time: 0.306s, data_time: 0.012s, total_loss: 14.9, iou_loss: 3.8, l1_loss: 0.0, conf_loss: 9.2, cls_loss: 1.8, lr: 2.462e-07, size: 640, ETA: 1:58:38
+2021-10-11 14:38:12 | INFO     | yolox.core.trainer:246 - epoch: 1/80, iter: 3/57, mem: 6736Mb, iter_time: 0.226s, data_time: 0.001s, total_loss: 13.7, iou_loss: 4.0, l1_loss: 0.0, conf_loss: 8.1, cls_loss: 1.6, lr: 5.540e-07, size: 640, ETA: 1:24:47
+"""  # noqa: E501
+
+
+def test_yolox_iterations_counted_over_epochs(tmp_path: Path) -> None:
+    # before: the logger's `yolox.core.trainer:261` stayed before the record, its line
+    # number stored as a metric `yolox.core.trainer` (261 at every step), and the step was
+    # the iteration within the epoch (10, 20: epoch 7's records on epoch 1's steps)
+    fmt, m, w = _stored(tmp_path, YOLOX_1548)
+    assert fmt == "generic_text"
+    # (7 - 1) * 102 + 10: under a count over the run, 300 epochs of 102 iterations would
+    # rise by a third of an iteration per epoch, not by 10 within one
+    assert m["loss"] == {622: 8.6, 632: 8.5}  # total_loss
+    assert m["iou_loss"] == {622: 3.8, 632: 4.1} and m["lr"] == {622: 1e-2, 632: 1e-2}
+    assert not any(k.startswith("yolox") for k in m) and "epoch" not in m
+    assert any("counted over epochs" in x for x in w)
+    fmt, m, _ = _stored(tmp_path, YOLOX_782)
+    assert m["loss"] == {1: 14.5, 2: 14.9, 3: 13.7}  # epoch 1: as printed
+    assert m["lr"] == {1: 6.156e-08, 2: 2.462e-07, 3: 5.54e-07}
+    assert not any(k.startswith("yolox") for k in m)
+
+
+# ----- MindOCR (MindSpore): `epoch: [E/M] step: [i/N]`, the step within the epoch -----------
+# Quoted as printed in https://github.com/mindspore-lab/mindocr/issues/670
+MINDOCR_670 = """\
+[2024-03-04 12:02:42] mindocr.utils.callbacks INFO - epoch: [12/20] step: [700/4468], loss: 19.327375, lr: 0.000793, per step time: 223.489 ms, fps per card: 4.47 img/s
+[2024-03-04 12:03:04] mindocr.utils.callbacks INFO - epoch: [12/20] step: [800/4468], loss: 14.977672, lr: 0.000792, per step time: 215.858 ms, fps per card: 4.63 img/s
+[2024-03-04 12:03:25] mindocr.utils.callbacks INFO - epoch: [12/20] step: [900/4468], loss: 22.353065, lr: 0.000791, per step time: 214.546 ms, fps per card: 4.66 img/s
+"""  # noqa: E501
+
+
+def test_mindocr_step_in_epoch_counted_over_epochs(tmp_path: Path) -> None:
+    # before: the steps were 700, 800, 900 (epoch 12's steps on epoch 1's), the epoch a
+    # metric; a count over the run would stand past 11 * 4468 / 20 = 2457 in epoch 12
+    fmt, m, _ = _stored(tmp_path, MINDOCR_670)
+    assert fmt == "generic_text"
+    assert m["loss"] == {49848: 19.327375, 49948: 14.977672, 50048: 22.353065}
+    assert m["lr"] == {49848: 0.000793, 49948: 0.000792, 50048: 0.000791}
+    assert "epoch" not in m

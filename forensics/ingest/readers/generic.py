@@ -81,6 +81,7 @@ _PREFIX = (
     # (ba-dls-deepspeech's `INFO    (__main__) Epoch: 7, ...`)
     r"(?:\s+\([A-Za-z_][\w.]*\)\s)?"
     r"(?:\s*\|\s*[\w.<>]+:[\w.<>]+:\d+\s*-"  # loguru `| mod:fn:12 -`
+    r"|\s*\|\s*[\w.<>]+:\d+\s+-"  # loguru `| {name}:{line} -` (YOLOX `| yolox.core.trainer:253 -`)
     r"|\s+[\w.$<>]+:\d+\s+-"  # log4j `Class$:295 -`
     # `%(levelname)s - %(filename)s - %(asctime)s - ` (DDIM and the repos built on it):
     # `INFO - diffusion.py - 2023-01-04 22:14:28,975 - Epoch: 0, step: 3, loss: ...`
@@ -1300,6 +1301,57 @@ def _leading_epoch_batch(
         )
 
 
+def _epoch_of_counter(prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]) -> None:
+    """YOLOX prints `epoch: 7/300, iter: 10/102`, MindOCR `epoch: [12/20] step: [700/4468]`:
+    the epoch of M and a counter of N. Counted over the run, the counter would stand near
+    (E - 1) * N / M at epoch E, rise by at most N / M steps within an epoch and rise with
+    every new epoch; a counter below that, rising faster, or not rising into a new epoch
+    counts the epoch's iterations, and the step is counted
+    over epochs ((E - first epoch) * N + i, as mmcv's `Epoch [E][i/N]`). Before, every
+    epoch's iterations fell on the same steps."""
+    for t in found.values():
+        if t.step_slot is None or t.epoch_slot is not None or t.bar or not t.is_record:
+            continue
+        lits = t.text.split(SLOT)
+        k = t.step_slot
+        if k + 2 >= len(lits) or lits[k + 1].strip(" [") != "/" or k + 1 in t.names:
+            continue
+        epochs = [
+            j
+            for j, n in t.names.items()
+            if j < k and n.strip().lower() == "epoch" and lits[j + 1].strip(" [") == "/"
+        ]
+        if len(epochs) != 1 or not _counts_within_epoch(prepared, t.text, epochs[0], k):
+            continue
+        t.epoch_slot, t.total_slot = epochs[0], k + 1
+        del t.names[epochs[0]]
+        notes.append(
+            f"generic reader: {t.lines} lines like '{t.shown()[:80]}' count iterations within "
+            "the epoch: the step is counted over epochs"
+        )
+
+
+def _counts_within_epoch(prepared: pl.DataFrame, text: str, e_slot: int, i_slot: int) -> bool:
+    """The counter in `i_slot` of `text`'s lines (`i/N` after an epoch `E/M` in `e_slot`)
+    cannot be a count over the run (see _epoch_of_counter)."""
+    nums = prepared.filter(pl.col("tpl") == text)["body"].str.extract_all(NUM)
+    cols = {
+        name: nums.list.get(slot, null_on_oob=True).cast(pl.Int64, strict=False)
+        for name, slot in (("e", e_slot), ("m", e_slot + 1), ("i", i_slot), ("n", i_slot + 1))
+    }
+    frame = pl.DataFrame(cols)
+    if frame.null_count().sum_horizontal().item() or frame.height < 2:
+        return False
+    if (frame["i"] > frame["n"]).any() or (frame["m"] <= 0).any():
+        return False
+    per_epoch = frame["n"] / frame["m"]  # the steps of an epoch, were the counter the run's
+    below = (frame["i"] < (frame["e"] - 1) * per_epoch).any()
+    d_epoch, d_count = frame["e"].diff(), frame["i"].diff()
+    faster = (d_count > per_epoch).filter(d_epoch == 0).any()
+    restarts = (d_count <= 0).filter(d_epoch > 0).any()  # a count over the run only rises
+    return bool(below or faster or restarts)
+
+
 def _epoch_slash_batch(
     prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]
 ) -> None:
@@ -1654,6 +1706,7 @@ def extract(
     _counts_before_values(prepared, found, notes)
     _leading_epoch_batch(prepared, found, notes)
     _epoch_slash_batch(prepared, found, notes)
+    _epoch_of_counter(prepared, found, notes)
     empty = pl.DataFrame(
         schema={
             "line": pl.Int64,
