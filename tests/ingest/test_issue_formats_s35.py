@@ -7,6 +7,7 @@ stays a regression test where it stored the log right already.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from issue_log_helpers import stored as _stored
@@ -206,3 +207,92 @@ def test_mindocr_step_in_epoch_counted_over_epochs(tmp_path: Path) -> None:
     assert m["loss"] == {49848: 19.327375, 49948: 14.977672, 50048: 22.353065}
     assert m["lr"] == {49848: 0.000793, 49948: 0.000792, 50048: 0.000791}
     assert "epoch" not in m
+
+
+# ----- Regression: formats the reader already stored right ----------------------------------
+# mmseg (mmcv IterBasedRunner) with the validation's values on the training line (`_val`
+# names), quoted as printed in https://github.com/open-mmlab/mmsegmentation/issues/2300
+MMSEG_2300 = """\
+2022-11-12 21:28:32,346 - mmseg - INFO - Iter [2600/120000]	lr: 9.807e-03, eta: 4:17:15, time: 0.103, data_time: 0.003, memory: 6566, decode.loss_ce: 0.1195, decode.acc_seg: 97.6243, aux.loss_ce: 0.0479, aux.acc_seg: 97.6243, loss: 0.1675, decode.loss_ce_val: 0.1237, decode.acc_seg_val: 97.8035, aux.loss_ce_val: 0.0568, aux.acc_seg_val: 97.8035, loss_val: 0.1805
+2022-11-12 21:28:47,229 - mmseg - INFO - Iter [2650/120000]	lr: 9.803e-03, eta: 4:17:47, time: 0.149, data_time: 0.050, memory: 6566, decode.loss_ce: 0.1191, decode.acc_seg: 97.3685, aux.loss_ce: 0.0496, aux.acc_seg: 97.3685, loss: 0.1687, decode.loss_ce_val: 0.1508, decode.acc_seg_val: 96.8756, aux.loss_ce_val: 0.0674, aux.acc_seg_val: 96.8756, loss_val: 0.2181
+"""  # noqa: E501
+# DAFormer (mmseg, UDA): every loss term NaN and no total, quoted as printed in
+# https://github.com/lhoyer/DAFormer/issues/22
+DAFORMER_22 = """\
+2022-05-07 17:02:57,696 - mmseg - INFO - Iter [50/40000]        lr: 1.958e-06, eta: 1 day, 0:29:42, time: 2.207, data_time: 0.029, memory: 9801, decode.loss_seg: nan, decode.acc_seg: 32.2611, src.loss_imnet_feat_dist: nan, mix.decode.loss_seg: nan, mix.decode.acc_seg: 54.3771
+2022-05-07 17:04:45,225 - mmseg - INFO - Iter [100/40000]       lr: 3.950e-06, eta: 1 day, 0:08:59, time: 2.151, data_time: 0.017, memory: 9801, decode.loss_seg: nan, decode.acc_seg: 41.2013, src.loss_imnet_feat_dist: nan, mix.decode.loss_seg: nan, mix.decode.acc_seg: 69.9605
+"""  # noqa: E501
+
+
+def test_mmseg_inline_validation_and_nan_terms(tmp_path: Path) -> None:
+    fmt, m, _ = _stored(tmp_path, MMSEG_2300)
+    assert fmt == "generic_text"
+    assert m["loss"] == {2600: 0.1675, 2650: 0.1687}
+    assert m["val_loss"] == {2600: 0.1805, 2650: 0.2181}  # `loss_val`
+    assert m["decode.loss_ce"] == {2600: 0.1195, 2650: 0.1191}
+    assert m["decode.loss_ce_val"] == {2600: 0.1237, 2650: 0.1508}
+    assert m["lr"] == {2600: 9.807e-03, 2650: 9.803e-03}
+    fmt, m, w = _stored(tmp_path, DAFORMER_22)
+    assert sorted(m["decode.loss_seg"]) == [50, 100]
+    assert all(math.isnan(v) for v in m["decode.loss_seg"].values())
+    assert all(math.isnan(v) for v in m["mix.decode.loss_seg"].values())
+    assert m["decode.acc_seg"] == {50: 32.2611, 100: 41.2013}
+    assert any("no training loss" in x for x in w)
+
+
+# detectron2: a loss that explodes from the first iteration (which prints no eta yet), quoted
+# as printed in https://github.com/facebookresearch/detectron2/issues/1831
+DETECTRON2_1831 = """\
+[07/28 14:14:37 d2.engine.train_loop]: Starting training from iteration 0
+[07/28 14:14:38 d2.utils.events]:  iter: 0  total_loss: 21944.058  loss_sem_seg: 5.287  loss_cls: 16096.774  loss_box_reg: 3109.336  loss_mask: 118.303  loss_rpn_cls: 583.987  loss_rpn_loc: 2030.371  data_time: 0.2953  lr: 0.000001  max_mem: 2372M
+[07/28 14:14:38 d2.utils.events]:  eta: 3:12:46  iter: 1  total_loss: 319373.750  loss_sem_seg: 5.846  loss_cls: 313228.387  loss_box_reg: 4174.280  loss_mask: 130.275  loss_rpn_cls: 645.898  loss_rpn_loc: 1189.064  data_time: 0.2953  lr: 0.000001  max_mem: 2372M
+"""  # noqa: E501
+
+
+def test_detectron2_first_iterations(tmp_path: Path) -> None:
+    fmt, m, _ = _stored(tmp_path, DETECTRON2_1831)
+    assert fmt == "generic_text"
+    assert m["loss"] == {0: 21944.058, 1: 319373.750}  # total_loss
+    assert m["loss_cls"] == {0: 16096.774, 1: 313228.387}
+    assert m["lr"] == {0: 1e-06, 1: 1e-06}
+
+
+# mmdet3d (mmcv EpochBasedRunner) with `/`-joined loss names and the gradient norm, quoted as
+# printed in https://github.com/ZYang2077/DAOcc/issues/25
+DAOCC_25 = """\
+2025-08-12 11:57:31,215 - mmdet3d - INFO - Epoch [1][54/30895]	lr: 8.080e-05, eta: 4 days, 9:46:02, time: 1.966, data_time: 0.093, memory: 13102, loss/object/heatmap/task0: 0.3297, loss/object/bbox/task0: 0.0088, loss/object/heatmap/task1: 4.6839, loss/object/bbox/task1: 0.0111, loss/object/heatmap/task2: 25.6782, loss/object/bbox/task2: 0.0154, loss/object/heatmap/task3: 0.5164, loss/object/bbox/task3: 0.0080, loss/object/heatmap/task4: 11.7505, loss/object/bbox/task4: 0.0093, loss/object/heatmap/task5: 2.0634, loss/object/bbox/task5: 0.0083, loss/occ/loss_occ: 1.4139, loss: 46.4968, grad_norm: 448.5880
+2025-08-12 11:57:33,154 - mmdet3d - INFO - Epoch [1][55/30895]	lr: 8.107e-05, eta: 4 days, 9:39:31, time: 1.939, data_time: 0.083, memory: 13102, loss/object/heatmap/task0: 0.7096, loss/object/bbox/task0: 0.0127, loss/object/heatmap/task1: 9.2343, loss/object/bbox/task1: 0.0153, loss/object/heatmap/task2: 12.0569, loss/object/bbox/task2: 0.0127, loss/object/heatmap/task3: 1.3927, loss/object/bbox/task3: 0.0110, loss/object/heatmap/task4: 16.7920, loss/object/bbox/task4: 0.0114, loss/object/heatmap/task5: 2.0117, loss/object/bbox/task5: 0.0079, loss/occ/loss_occ: 1.3976, loss: 43.6661, grad_norm: 370.4756
+"""  # noqa: E501
+
+
+def test_mmdet3d_slash_named_terms(tmp_path: Path) -> None:
+    fmt, m, _ = _stored(tmp_path, DAOCC_25)
+    assert fmt == "generic_text"
+    assert m["loss"] == {54: 46.4968, 55: 43.6661}
+    assert m["grad_norm"] == {54: 448.5880, 55: 370.4756}
+    assert m["loss/object/heatmap/task2"] == {54: 25.6782, 55: 12.0569}
+    assert m["lr"] == {54: 8.080e-05, 55: 8.107e-05}
+
+
+# A TF1 training loop printing `step: N total_loss: ...` between the Supervisor's
+# `global_step/sec` lines, quoted as printed in https://github.com/thodan/epos/issues/9
+EPOS_9 = """\
+step: 0 total_loss: 9.5576973 obj_cls: 2.77258897 frag_cls: 4.15888262 frag_loc: 2.37503433
+step: 100 total_loss: nan obj_cls: nan frag_cls: nan frag_loc: nan
+INFO:tensorflow:global_step/sec: 2.1272
+step: 200 total_loss: nan obj_cls: nan frag_cls: nan frag_loc: nan
+INFO:tensorflow:global_step/sec: 2.22972
+step: 300 total_loss: nan obj_cls: nan frag_cls: nan frag_loc: nan
+INFO:tensorflow:global_step/sec: 2.22798
+step: 400 total_loss: nan obj_cls: nan frag_cls: nan frag_loc: 2.52651024
+INFO:tensorflow:global_step/sec: 2.22882
+"""
+
+
+def test_epos_total_loss_nan_kept(tmp_path: Path) -> None:
+    fmt, m, _ = _stored(tmp_path, EPOS_9)
+    assert fmt == "generic_text"
+    assert m["loss"][0] == 9.5576973 and sorted(m["loss"]) == [0, 100, 200, 300, 400]
+    assert all(math.isnan(m["loss"][s]) for s in (100, 200, 300, 400))
+    assert m["frag_loc"][400] == 2.52651024 and math.isnan(m["frag_loc"][300])
+    assert "global_step/sec" not in m
