@@ -1103,9 +1103,10 @@ def _split_of(lits: list[str], befores: list[str]) -> str:
             and not _SPLIT_COUNTER.match(key.strip().lower())
         )
         text = text.replace(key, " ") if named else text
-    words = re.findall(r"[A-Za-z0-9]+", text.lower())
+    words = re.findall(r"[A-Za-z]+", text.lower())
+    cv = "cv" in re.findall(r"[a-z0-9]+", text.lower())  # WeNet's `CV Batch`, not `cv2`
     for w in words:
-        if w in ("val", "valid", "validation", "cv"):
+        if w in ("val", "valid", "validation") or (w == "cv" and cv):
             return "val"
         if w in ("eval", "evaluation", "test"):
             return w
