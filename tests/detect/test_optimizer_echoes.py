@@ -17,58 +17,20 @@ SummaryWriter (loss, grad norm and LR) with their config beside them as `args.js
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 from detect_helpers import stored_features, stored_incidents
+from tb_runs import PEAK_LR, WARMUP, ones, write_run
 
 from forensics.store import open_store
 
 pytest.importorskip("torch.utils.tensorboard")
 
 N, K = 3000, 1800
-PEAK_LR, WARMUP = 3e-4, 100
 STALE = {"adam_beta2": 0.999, "bf16": True, "learning_rate": PEAK_LR, "warmup_steps": WARMUP}
 SANE = {**STALE, "adam_beta2": 0.95}
-
-
-def _write(
-    folder: Path,
-    loss_x: np.ndarray,
-    grad_x: np.ndarray,
-    config: dict,
-    *,
-    interval: int = 1,
-    seed: int = 0,
-    grad: bool = True,
-) -> Path:
-    """Loss (the window's mean, as the HF Trainer logs it), the last step's grad norm (unless
-    not `grad`) and the LR every `interval` steps; loss_x / grad_x multiply the clean loss /
-    grad norm (index = step)."""
-    from torch.utils.tensorboard import SummaryWriter
-
-    rng = np.random.default_rng(seed)
-    window: list[float] = []
-    with SummaryWriter(str(folder)) as w:
-        for step in range(1, N + 1):
-            loss = (2.2 + 8.6 * (1 + step / 80) ** -0.6) * math.exp(rng.normal(0, 0.01))
-            g = 0.8 * math.exp(rng.normal(0, 0.05)) * grad_x[step]
-            window.append(loss * loss_x[step])
-            if step % interval == 0:
-                w.add_scalar("train/loss", float(np.mean(window)), step)
-                if grad:
-                    w.add_scalar("train/grad_norm", g, step)
-                w.add_scalar("train/learning_rate", PEAK_LR * min(1.0, step / WARMUP), step)
-                window = []
-    (folder / "args.json").write_text(json.dumps(config))
-    return folder
-
-
-def _ones() -> np.ndarray:
-    return np.ones(N + 1)
 
 
 def _pulse(at: int, amp: float, rise: int, tau: float) -> np.ndarray:
@@ -104,7 +66,7 @@ def test_a_gradient_jump_the_loss_follows_steps_later_is_the_stale_moment(
     in); the jump is found before the onset and its lead names stale beta2, not a batch."""
     grad_x = 1 + 4 * _pulse(K, 1.0, 12, 20.0)
     grad_x[K] = 20.0
-    run = _write(tmp_path / "run", 1 + _pulse(K, 1.0, 12, 20.0), grad_x, STALE)
+    run = write_run(tmp_path / "run", 1 + _pulse(K, 1.0, 12, 20.0), grad_x, STALE)
     found = stored_incidents(run, tmp_path)
     inc, feats, rules = _stored_one(tmp_path)
     assert found[0]["onset_step"] > K + 3  # the threshold comes well after the jump
@@ -121,7 +83,7 @@ def test_a_fading_echo_train_is_the_stale_moment_despite_a_gradient_drift(
     the echoes of the 20x kick fade: one disturbance dying out."""
     grad_x = 1 + 0.6 * np.clip((np.arange(N + 1) - (K - 300)) / 300, 0, 1)
     grad_x[K] *= 20.0
-    run = _write(tmp_path / "run", 1 + _train([1.0, 0.55, 0.3]), grad_x, STALE)
+    run = write_run(tmp_path / "run", 1 + _train([1.0, 0.55, 0.3]), grad_x, STALE)
     stored_incidents(run, tmp_path)
     inc, feats, rules = _stored_one(tmp_path)
     assert feats["grad_drift"] >= 1.3
@@ -134,7 +96,7 @@ def test_a_fading_echo_train_is_the_stale_moment_despite_a_gradient_drift(
 def test_a_growing_train_at_the_peak_lr_is_the_lr(tmp_path: Path) -> None:
     """The same drift with spikes that grow: LR too high, and the feature says it grew."""
     grad_x = 1 + 0.6 * np.clip((np.arange(N + 1) - (K - 300)) / 300, 0, 1)
-    run = _write(tmp_path / "run", 1 + _train([0.3, 0.55, 1.0]), grad_x, SANE)
+    run = write_run(tmp_path / "run", 1 + _train([0.3, 0.55, 1.0]), grad_x, SANE)
     stored_incidents(run, tmp_path)
     inc, feats, _ = _stored_one(tmp_path)
     assert feats["echo_fade"] == 1.0
@@ -145,10 +107,10 @@ def test_a_second_spike_at_the_peak_lr_with_a_sane_beta2_is_the_lr(tmp_path: Pat
     """beta2 0.95 (no stale second moment to ring), the LR at its peak, no drift before:
     a spike and a second, larger one 40 steps later, each climbing over a few steps with
     its own gradient surge. Two kicks at the LR the run holds are an LR too high."""
-    grad_x = _ones()
+    grad_x = ones(N)
     for at in (K, K + 40):
         grad_x[at - 2 : at + 3] = 8.0
-    run = _write(tmp_path / "run", 1 + _train([0.5, 0.8]), grad_x, SANE)
+    run = write_run(tmp_path / "run", 1 + _train([0.5, 0.8]), grad_x, SANE)
     stored_incidents(run, tmp_path)
     inc, feats, _ = _stored_one(tmp_path)
     assert feats["echo_count"] == 1 and feats["grad_drift"] < 1.3
@@ -165,7 +127,7 @@ def test_a_fourfold_gradient_in_fp16_without_the_loss_scale_is_not_the_stale_mom
     nothing overflows: the stale second moment."""
     grad_x = 1 + 3 * np.clip((np.arange(N + 1) - (K - 30)) / 30, 0, 1) * (np.arange(N + 1) < K)
     cfg = {**STALE, "bf16": precision == "bf16", "fp16": precision == "fp16"}
-    run = _write(tmp_path / "run", 1 + _pulse(K, 0.8, 12, 60.0), grad_x, cfg)
+    run = write_run(tmp_path / "run", 1 + _pulse(K, 0.8, 12, 60.0), grad_x, cfg)
     stored_incidents(run, tmp_path)
     inc, feats, rules = _stored_one(tmp_path)
     assert 3 <= feats["grad_ratio"] < 5 and feats["echo_count"] == 0
@@ -177,7 +139,7 @@ def test_a_fourfold_gradient_in_fp16_without_the_loss_scale_is_not_the_stale_mom
 def _batches(steps: list[int], amps: list[float]) -> np.ndarray:
     """One-step batch spikes (their own loss, gone at the next step) on short tails of the
     damage each update left: one incident when they come before the loss is back."""
-    x = _ones()
+    x = ones(N)
     k = np.arange(N + 1, dtype=float)
     for at, a in zip(steps, amps, strict=True):
         x += 0.3 * a * np.exp(-(k - at - 1) / 30.0) * (k > at)
@@ -192,9 +154,9 @@ def test_a_train_of_batches_is_not_the_stale_moment(tmp_path: Path, grad: bool, 
     rose in one step and left with its batch: no update the stale moment failed to damp
     held the loss up. With the gradient norm logged it is rare tokens; without it, a batch."""
     steps = [K, K + 25, K + 60]
-    grad_x = _ones()
+    grad_x = ones(N)
     grad_x[steps] = 30.0
-    run = _write(tmp_path / "run", _batches(steps, [0.8, 0.5, 0.6]), grad_x, STALE, grad=grad)
+    run = write_run(tmp_path / "run", _batches(steps, [0.8, 0.5, 0.6]), grad_x, STALE, grad=grad)
     stored_incidents(run, tmp_path)
     inc, feats, rules = _stored_one(tmp_path)
     assert feats["echo_count"] >= 1 and feats["rise_steps"] == 0
@@ -213,9 +175,9 @@ def test_a_train_of_batches_at_the_initial_loss_is_rare_tokens_from_a_15x_gradie
     gradient onto a few rows (random tokens spread theirs over the vocabulary): rare
     tokens. A 9x one leaves it a batch, rare tokens or garbage."""
     steps = [250, 275, 310]
-    grad_x = _ones()
+    grad_x = ones(N)
     grad_x[steps] = jump
-    run = _write(tmp_path / "run", _batches(steps, [0.8, 0.5, 0.6]), grad_x, STALE)
+    run = write_run(tmp_path / "run", _batches(steps, [0.8, 0.5, 0.6]), grad_x, STALE)
     stored_incidents(run, tmp_path)
     inc, feats, _ = _stored_one(tmp_path)
     assert feats["peak_vs_initial"] >= 0.75 and feats["batch_train"] == 1
@@ -226,9 +188,9 @@ def test_a_train_of_batches_at_the_initial_loss_is_rare_tokens_from_a_15x_gradie
 def test_rare_tokens_need_a_fivefold_gradient(tmp_path: Path, jump: float, cause: str) -> None:
     """One batch, back at the next step, with beta2 0.95: a 4x gradient leaves it a batch
     (rare tokens or corrupt data), a 7x one names rare tokens."""
-    loss_x, grad_x = _ones(), _ones()
+    loss_x, grad_x = ones(N), ones(N)
     loss_x[K], grad_x[K] = 1.6, jump
-    stored_incidents(_write(tmp_path / "run", loss_x, grad_x, SANE), tmp_path)
+    stored_incidents(write_run(tmp_path / "run", loss_x, grad_x, SANE), tmp_path)
     inc, feats, _ = _stored_one(tmp_path)
     assert feats["grad_ratio"] == pytest.approx(jump, rel=0.25)
     assert inc["cause"] == cause
@@ -251,10 +213,10 @@ def test_with_beta2_unknown_a_slow_recovery_leaves_rare_tokens_open(
     are not named and the hypothesis says beta2 would decide. Back at once, or with beta2
     0.95 from the config, it is the batch."""
     loss_x = 1 + _pulse(K, 0.5, 1, tau)
-    grad_x = _ones()
+    grad_x = ones(N)
     grad_x[K] = 12.0
     cfg = {"learning_rate": PEAK_LR, "warmup_steps": WARMUP, **config}
-    stored_incidents(_write(tmp_path / "run", loss_x, grad_x, cfg), tmp_path)
+    stored_incidents(write_run(tmp_path / "run", loss_x, grad_x, cfg), tmp_path)
     inc, feats, rules = _stored_one(tmp_path)
     assert feats["grad_ratio"] >= 10 and feats["echo_count"] == 0
     assert (feats["recovery_steps"] >= 100) == (tau > 30)
@@ -279,7 +241,7 @@ def test_without_a_gradient_jump_stale_beta2_needs_a_rise_that_holds(
     undetermined). Mostly damage the next windows still hold: the stale moment."""
     loss_x = 1 + _pulse(K + 3, damage, 1, 100.0)
     loss_x[K + 3] += own
-    stored_incidents(_write(tmp_path / "run", loss_x, _ones(), STALE, interval=10), tmp_path)
+    stored_incidents(write_run(tmp_path / "run", loss_x, ones(N), STALE, interval=10), tmp_path)
     inc, feats, rules = _stored_one(tmp_path)
     assert feats["grad_ratio"] < 2 and feats["recovery_steps"] >= 100
     assert feats["type"] == "recoverable"

@@ -11,13 +11,12 @@ and an earlier LR incident, of which there is none). The cause's general advice 
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tb_runs import PEAK_LR, WARMUP, ones, write_run
 
 from forensics.analyze import AnalyzeOptions, analyze
 
@@ -27,25 +26,16 @@ N, BATCHES = 1500, (250, 275, 310)
 
 
 def _write(folder: Path) -> Path:
-    from torch.utils.tensorboard import SummaryWriter
-
-    rng = np.random.default_rng(0)
-    with SummaryWriter(str(folder)) as w:
-        for step in range(1, N + 1):
-            loss = (2.2 + 8.6 * (1 + step / 80) ** -0.6) * math.exp(rng.normal(0, 0.01))
-            grad = 0.8 * math.exp(rng.normal(0, 0.05))
-            for i, at in enumerate(BATCHES):
-                amp = (0.8, 0.5, 0.6)[i]
-                loss *= 1 + 0.3 * amp * math.exp(-(step - at - 1) / 30.0) * (step > at)
-                if step == at:
-                    loss *= 1 + amp
-                    grad *= 9.0
-            w.add_scalar("train/loss", loss, step)
-            w.add_scalar("train/grad_norm", grad, step)
-            w.add_scalar("train/learning_rate", 3e-4 * min(1.0, step / 100), step)
-    cfg = {"adam_beta2": 0.999, "bf16": True, "learning_rate": 3e-4, "warmup_steps": 100}
-    (folder / "args.json").write_text(json.dumps(cfg))
-    return folder
+    """Each batch lifts its step's loss by its amplitude and leaves a 30-step tail of the
+    damage its update did; its gradient is 9x."""
+    k = np.arange(N + 1, dtype=float)
+    loss_x, grad_x = ones(N), ones(N)
+    for at, amp in zip(BATCHES, (0.8, 0.5, 0.6), strict=True):
+        loss_x *= 1 + 0.3 * amp * np.exp(-(k - at - 1) / 30.0) * (k > at)
+        loss_x[at] *= 1 + amp
+        grad_x[at] *= 9.0
+    cfg = {"adam_beta2": 0.999, "bf16": True, "learning_rate": PEAK_LR, "warmup_steps": WARMUP}
+    return write_run(folder, loss_x, grad_x, cfg)
 
 
 def test_an_undecided_cause_asks_for_what_the_log_lacks(
