@@ -146,10 +146,11 @@ def test_speechbrain_bar_counted_over_epochs(tmp_path: Path) -> None:
     assert fmt == "generic_text"
     assert m["loss"] == {190: 0.945, 380: 0.726}  # the bar's train_loss
     assert m["epoch"] == {190: 1, 380: 2}
-    # the epoch's summary is kept apart under canonical names (`epoch/<name>`), its
-    # validation loss apart from the training's
-    assert m["epoch/val_loss"] == {190: 1.23, 380: 1.27}
-    assert m["epoch/valid_wer"] == {190: 39.14, 380: 154.0}
+    # the epoch's training averages are kept apart (`epoch/<name>`); its validation ran once,
+    # at the epoch's end: the validation loss (before: `epoch/valid_loss`, no validation loss)
+    assert m["epoch/loss"] == {190: 0.945, 380: 0.726}
+    assert m["val_loss"] == {190: 1.23, 380: 1.27}
+    assert m["valid_wer"] == {190: 39.14, 380: 154.0}
     assert not any("logged again at once" in x for x in w)
     fmt, m, _ = _stored(tmp_path, SPEECHBRAIN_2584)
     assert m["loss"] == {1: 0.884, 2: 0.22, 3: 0.165}

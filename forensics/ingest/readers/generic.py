@@ -1555,11 +1555,19 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
         if stepped and not t.is_record:
             summary = summary or "epoch" in keys or bool(_SUMMARY_WORDS & _literal_words(t))
         if summary:
-            t.names = {i: k if k.lower() == "epoch" else f"epoch/{k}" for i, k in t.names.items()}
+            t.names = {i: _summary_name(k) for i, k in t.names.items()}
             notes.append(
                 f"generic reader: {t.lines} lines like '{t.shown()[:100]}' summarise an epoch: "
                 "stored as epoch/<name>, apart from the per-iteration values"
             )
+
+
+def _summary_name(key: str) -> str:
+    """An epoch summary's training averages are `epoch/<name>`; its `epoch` counter and its
+    validation results (SpeechBrain's `epoch: 2, lr: ... - train loss: 0.73 - valid loss:
+    1.27`) keep their names: the validation ran once, at the epoch's end, and no
+    per-iteration line gives it (as `epoch/valid_loss` it was no validation loss)."""
+    return key if key.lower() == "epoch" or _eval_key(key) else f"epoch/{key}"
 
 
 def _repeats_fields(t: Template, main: Template) -> bool:
