@@ -295,8 +295,12 @@ _RATE_UNIT_SEP = re.compile(r"\s+[A-Za-z]+/[A-Za-z]+\s+-+\s+")
 _WEIGHTED = re.compile(r"\(\*\s*\Z")
 # A key in brackets right before its value (LION's loguru lines: `| [Loss] 51566519.44 |`).
 _TAG_KEY = re.compile(r"(?:^|[\s|,;])\[([A-Za-z][\w .%/()\-]{0,40})\]\Z")
-# `(norm=2.19)`: a key and its value inside parentheses, after other words
-_PAREN_KEY = re.compile(r"\(([A-Za-z][\w.]*)\s*[=:]\s*\Z")
+# `(norm=2.19)`: a key and its value inside parentheses, after other words; also a counter
+# named in parentheses before a blank (fairseq2's `Train Metrics (step 50) - Loss: ...`: the
+# step, not a metric `Train Metrics`). Only a counter: `(version 2.1)` in prose is no field.
+_PAREN_KEY = re.compile(
+    r"\(([A-Za-z][\w.]*)\s*[=:]\s*\Z|\(((?i:step|iter|iteration|update|batch|epoch)s?)\s+\Z"
+)
 # `file.cu:675` in an error or warning message is a source line, not a metric.
 _SOURCE_FILE = re.compile(r"\.(?:py|pyx|cu|cuh|c|cc|cpp|cxx|h|hpp|rs|go|java|js|ts|sh)\Z")
 # ESPnet2 glues its counts to what they count: `1epoch:train:3376-3750batch:` (epoch 1, the
@@ -411,7 +415,7 @@ def _key_before(lit: str) -> str:
     keeps its key; a key in brackets (`[Loss] 51566519.44 | [step] 89`) is that key."""
     inner = _PAREN_KEY.search(lit)
     if inner:  # minFM `detected spiky gradient (norm=2.19)`: the key inside the parentheses
-        return inner.group(1)
+        return inner.group(1) or inner.group(2)
     body = _key_body(lit)
     if not body:
         return ""
