@@ -42,3 +42,27 @@ def test_fairseq2_step_in_parentheses_is_the_step(tmp_path: Path) -> None:
     assert m["loss_scale"] == {50: 0.0625, 100: 0.0625, 150: 0.0313, 200: 0.0313}
     assert m["val_loss"] == {150: 280.5}
     assert not any("no step counter" in x for x in w)
+
+
+# ----- pith-train: `step N/M | ... | cross-entropy-loss X | load-balance-loss Y | ...` --------
+# Quoted as printed in https://github.com/mlc-ai/pith-train/pull/7 (an MoE pretraining log).
+PITH_7 = """\
+2026-04-01 14:06:36 | INFO | step 00000001/00000015 | step-time 73.352 sec | cross-entropy-loss 2.6636 | load-balance-loss 0.001807 | learning-rate 1.000000e-06 | gradient-norm 20.2657 | tokens-per-second 28,590 | peak-gpu-memory 63.65 GB
+2026-04-01 14:07:05 | INFO | step 00000002/00000015 | step-time 28.823 sec | cross-entropy-loss 2.5949 | load-balance-loss 0.001803 | learning-rate 1.000000e-06 | gradient-norm 20.0672 | tokens-per-second 72,759 | peak-gpu-memory 63.84 GB
+2026-04-01 14:07:33 | INFO | step 00000003/00000015 | step-time 27.786 sec | cross-entropy-loss 2.6520 | load-balance-loss 0.001826 | learning-rate 1.000000e-06 | gradient-norm 19.9174 | tokens-per-second 75,474 | peak-gpu-memory 63.85 GB
+2026-04-01 14:08:02 | INFO | step 00000004/00000015 | step-time 28.437 sec | cross-entropy-loss 2.6988 | load-balance-loss 0.001824 | learning-rate 1.000000e-06 | gradient-norm 19.7415 | tokens-per-second 73,748 | peak-gpu-memory 63.77 GB
+2026-04-01 14:08:30 | INFO | step 00000005/00000015 | step-time 27.775 sec | cross-entropy-loss 2.6154 | load-balance-loss 0.001816 | learning-rate 1.000000e-06 | gradient-norm 19.8322 | tokens-per-second 75,504 | peak-gpu-memory 63.76 GB
+"""  # noqa: E501
+
+
+def test_pith_train_cross_entropy_loss_is_the_training_loss(tmp_path: Path) -> None:
+    # before: `cross-entropy-loss` was no name of the training loss (`ce_loss` and
+    # `cross_entropy` were): beside the load-balancing loss neither was taken for it, and
+    # the loss screen had no `loss` to read
+    fmt, m, w = _stored(tmp_path, PITH_7)
+    assert fmt == "generic_text"
+    assert m["loss"] == {1: 2.6636, 2: 2.5949, 3: 2.652, 4: 2.6988, 5: 2.6154}
+    assert m["load_balance_loss"][5] == 0.001816
+    assert m["grad_norm"][3] == 19.9174 and m["lr"][1] == 1e-06
+    assert m["tokens_per_s"][2] == 72759
+    assert not any("no training loss" in x for x in w)
