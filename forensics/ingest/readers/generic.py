@@ -577,6 +577,8 @@ def infer(text: str, count: int) -> Template:
         tpl.names[i] = _in_section(_rate_by_unit(key, lits[i + 1]), sections[i])
     if split_word:
         _evaluation_names(tpl, split_word, sections, counted_split)
+    elif tpl.step_slot is None:
+        _evaluation_dict(tpl, lits)
     if tpl.glued:
         _glued_summary(tpl, lowered, sections)
     _batch_in_epoch(tpl)
@@ -718,6 +720,30 @@ def _evaluation_names(
     prefix = split if counted else _SECTION_SPLIT.get(split, split)
     tpl.names = {
         i: k if _keeps_name(k, split, sections[i], counted) else f"{prefix}/{k}"
+        for i, k in tpl.names.items()
+    }
+
+
+_EVAL_DICT_KEY = re.compile(r"(?i)(?:eval|val|valid|test)_")
+
+
+def _evaluation_dict(tpl: Template, lits: list[str]) -> None:
+    """The Hugging Face Trainer prints an evaluation as a dict of its own after the training
+    step's, its first key the split's loss (`{'eval_loss': 0.81, 'eval_runtime': 9.58, ...`).
+    TRL's GRPO trainer puts its evaluation's generation statistics in that dict without the
+    prefix (`'num_tokens': 1001646.0, 'completions/mean_length': 40.1`, unsloth#3485): under
+    their own names they replaced the training record's values of the step. A key of such a
+    dict that does not name the split takes the first key's prefix
+    (`eval_completions/mean_length`); the epoch keeps its name, as on other evaluation
+    lines (`_keeps_name`)."""
+    if not tpl.names or not lits[0].lstrip().startswith("{"):
+        return
+    first = tpl.names[min(tpl.names)]
+    head = _EVAL_DICT_KEY.match(first)
+    if head is None:
+        return
+    tpl.names = {
+        i: k if _names_split(k) or alias_table().canonical(k) == "epoch" else head.group(0) + k
         for i, k in tpl.names.items()
     }
 
