@@ -310,3 +310,33 @@ def test_olmo_core_console_nan_step_and_in_loop_eval(tmp_path: Path) -> None:
     assert m["lr"] == {10: 3e-05, 20: 6e-05, 30: 9e-05}
     assert m["optim/step_skipped"] == {10: 0.0, 20: 1.0, 30: 0.0}
     assert m["eval/lm/c4_en_validation/ce_loss"] == {30: 7.3}
+
+
+# ----- TRL GRPO (unsloth): a step's dict broken over lines, then the evaluation's dict --------
+# Quoted as printed in https://github.com/unslothai/unsloth/issues/3485 (GSPO through TRL's
+# GRPOTrainer; the training dict pasted over four lines, their trailing blanks left out). The
+# evaluation dict is quoted up to its `completions/min_length`; its closing `'epoch': 0.01}`
+# is constructed.
+UNSLOTH_3485 = """\
+{'loss': 0.0, 'grad_norm': 0.0, 'learning_rate': 3.0303030303030305e-08, 'num_tokens': 83968.0, 'completions/mean_length': 77.5, 'completions/min_length': 74.0, 'completions/max_length': 81.0, 'completions/clipped_ratio': 0.0, 'completions/mean_terminated_length': 77.5, 'completions/min_terminated_length': 74.0, 'completions/max_terminated_length': 81.0,
+'rewards/dimension_extraction_reward_func/mean': 3.0, 'rewards/dimension_extraction_reward_func/std': 0.0,
+'rewards/json_format_reward_func/mean': 1.0, 'rewards/json_format_reward_func/std': 0.0,
+'reward': 4.0, 'reward_std': 0.0, 'frac_reward_zero_std': 1.0, 'completion_length': 81.0, 'kl': 0.0, 'epoch': 0.01}
+
+{'eval_loss': 3.451258479003627e-08, 'eval_runtime': 62.4148, 'eval_samples_per_second': 1.362, 'eval_steps_per_second': 0.096, 'num_tokens': 1001646.0, 'completions/mean_length': 40.13690476190476, 'completions/min_length': 25.476190476190474, 'epoch': 0.01}
+"""  # noqa: E501
+
+
+def test_trl_grpo_evaluation_dict_keeps_off_the_training_values(tmp_path: Path) -> None:
+    # before: the evaluation dict's unprefixed `num_tokens` and `completions/*` replaced the
+    # training step's (77.5 -> 40.14), and the three lines that continue the training dict
+    # were dropped (no loss among them): its reward, reward_std and KL were lost
+    fmt, m, _ = _stored(tmp_path, UNSLOTH_3485)
+    assert fmt == "generic_text"
+    assert m["loss"] == {1: 0.0} and m["grad_norm"] == {1: 0.0}
+    assert m["val_loss"] == {1: 3.451258479003627e-08}
+    assert m["completions/mean_length"] == {1: 77.5} and m["num_tokens"] == {1: 83968.0}
+    assert m["eval_completions/mean_length"] == {1: 40.13690476190476}
+    assert m["eval_num_tokens"] == {1: 1001646.0}
+    assert m["reward"] == {1: 4.0} and m["kl"] == {1: 0.0}
+    assert m["rewards/json_format_reward_func/mean"] == {1: 1.0}

@@ -611,10 +611,19 @@ def infer(text: str, count: int) -> Template:
         lossy = any(map(_is_loss, keys)) or any(_EPOCH_LOSS.match(k) for k in keys)
         tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and lossy) or _evaluation(keys)
         tpl.cont = tpl.cont or (weighted and bool(keys))
+        tpl.cont = tpl.cont or (bool(keys) and _dict_tail(tpl.text, lits))
     loop = _EVAL_LOOP.search(lits[0])
     if loop:
         _evaluation_loop(tpl, loop.group(1).lower(), sections)
     return tpl
+
+
+def _dict_tail(text: str, lits: list[str]) -> bool:
+    """A printed dict broken over lines (unsloth#3485's GRPO step: `{'loss': 0.0, ...,` then
+    `'reward': 4.0, 'reward_std': 0.0, ..., 'kl': 0.0, 'epoch': 0.01}`): a step-less line that
+    opens with a quoted key and no brace is the rest of the dict before it. Read as lines of
+    their own, its rewards and KL were dropped (no loss among them)."""
+    return bool(re.match(r"\s*['\"][^'\"]+['\"]:\s*\Z", lits[0])) and "{" not in text
 
 
 def _local_values(lits: list[str], befores: list[str], skip: set[int]) -> None:
@@ -1244,7 +1253,9 @@ def _number_in_order(found: dict[str, Template], notes: list[str]) -> bool:
     chosen = {id(t) for t in ordinal}
     for t in found.values():
         t.ordinal = id(t) in chosen
-        t.cont = not t.ordinal and any("loss" in k.lower() for k in t.names.values())
+        lossy = any("loss" in k.lower() for k in t.names.values())
+        tail = bool(t.names) and _dict_tail(t.text, t.text.split(SLOT))
+        t.cont = not t.ordinal and (lossy or tail)
     notes.append(
         "generic reader: the log prints no step counter; its "
         f"{sum(t.lines for t in ordinal)} training-loss records are numbered 1, 2, ... in "
