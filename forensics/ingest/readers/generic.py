@@ -1323,18 +1323,8 @@ def _leading_epoch_batch(
             continue
         if lits[0].strip() or not re.fullmatch(r"[ \t]+", lits[1]):
             continue
-        nums = prepared.filter(pl.col("tpl") == t.text)["body"].str.extract_all(NUM)
-        pair = pl.DataFrame(
-            {
-                "e": nums.list.get(0, null_on_oob=True).cast(pl.Int64, strict=False),
-                "b": nums.list.get(1, null_on_oob=True).cast(pl.Int64, strict=False),
-            }
-        )
-        if pair.null_count().sum_horizontal().item() or pair.height < 2:
-            continue
-        d_epoch, d_batch = pair["e"].diff().drop_nulls(), pair["b"].diff().drop_nulls()
-        same = d_epoch == 0
-        if (d_epoch < 0).any() or not same.any() or not (d_batch.filter(same) > 0).all():
+        pair = _slot_ints(prepared, t.text, {"e": 0, "b": 1})
+        if pair is None or not _batch_under_epoch(pair, strictly=True):
             continue
         t.step_slot, t.names = 1, {0: "epoch", **t.names}
         notes.append(
@@ -1376,15 +1366,8 @@ def _epoch_of_counter(prepared: pl.DataFrame, found: dict[str, Template], notes:
 def _counts_within_epoch(prepared: pl.DataFrame, text: str, e_slot: int, i_slot: int) -> bool:
     """The counter in `i_slot` of `text`'s lines (`i/N` after an epoch `E/M` in `e_slot`)
     cannot be a count over the run (see _epoch_of_counter)."""
-    nums = prepared.filter(pl.col("tpl") == text)["body"].str.extract_all(NUM)
-    cols = {
-        name: nums.list.get(slot, null_on_oob=True).cast(pl.Int64, strict=False)
-        for name, slot in (("e", e_slot), ("m", e_slot + 1), ("i", i_slot), ("n", i_slot + 1))
-    }
-    frame = pl.DataFrame(cols)
-    if frame.null_count().sum_horizontal().item() or frame.height < 2:
-        return False
-    if (frame["i"] > frame["n"]).any() or (frame["m"] <= 0).any():
+    frame = _slot_ints(prepared, text, {"e": e_slot, "m": e_slot + 1, "i": i_slot, "n": i_slot + 1})
+    if frame is None or (frame["i"] > frame["n"]).any() or (frame["m"] <= 0).any():
         return False
     per_epoch = frame["n"] / frame["m"]  # the steps of an epoch, were the counter the run's
     below = (frame["i"] < (frame["e"] - 1) * per_epoch).any()
@@ -1426,18 +1409,35 @@ def _epoch_then_count(prepared: pl.DataFrame, text: str, slot: int) -> bool:
     """The lines of template `text` print in `slot` an integer that never falls and repeats,
     and after it one that changes, never falling while the first stays (see
     _epoch_slash_batch)."""
+    pair = _slot_ints(prepared, text, {"e": slot, "b": slot + 1})
+    if pair is None or pair["b"].n_unique() < 2:
+        return False
+    return _batch_under_epoch(pair, strictly=False)
+
+
+def _slot_ints(prepared: pl.DataFrame, text: str, slots: dict[str, int]) -> pl.DataFrame | None:
+    """The integers the lines of template `text` print in `slots` (a column per name), or
+    None when a line has none there or there are fewer than two lines to compare."""
     nums = prepared.filter(pl.col("tpl") == text)["body"].str.extract_all(NUM)
-    pair = pl.DataFrame(
+    frame = pl.DataFrame(
         {
-            "e": nums.list.get(slot, null_on_oob=True).cast(pl.Int64, strict=False),
-            "b": nums.list.get(slot + 1, null_on_oob=True).cast(pl.Int64, strict=False),
+            name: nums.list.get(slot, null_on_oob=True).cast(pl.Int64, strict=False)
+            for name, slot in slots.items()
         }
     )
-    if pair.null_count().sum_horizontal().item() or pair.height < 2 or pair["b"].n_unique() < 2:
-        return False
+    if frame.null_count().sum_horizontal().item() or frame.height < 2:
+        return None
+    return frame
+
+
+def _batch_under_epoch(pair: pl.DataFrame, strictly: bool) -> bool:
+    """Column `e` never falls and repeats from line to line, and `b` rises (`strictly`) or
+    at least never falls while `e` stays: an epoch and the batch within it."""
     d_epoch, d_batch = pair["e"].diff().drop_nulls(), pair["b"].diff().drop_nulls()
     same = d_epoch == 0
-    return bool(not (d_epoch < 0).any() and same.any() and (d_batch.filter(same) >= 0).all())
+    under = d_batch.filter(same)
+    rising = (under > 0).all() if strictly else (under >= 0).all()
+    return bool(not (d_epoch < 0).any() and same.any() and rising)
 
 
 def _step_value_pairs(prepared: pl.DataFrame, found: dict[str, Template], notes: list[str]) -> bool:
