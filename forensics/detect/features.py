@@ -568,9 +568,16 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
         signs = _overflow_signs(inc, data, g)
         out.update(_overflows(inc, signs))
         start = _cascade_start(inc, data, signs)
-        out["grad_drift"] = _drift_ratio(g, start, cfg)
+        # three logged points in each quarter of the window at least: an early onset in a
+        # sparse log gets sixteen intervals (as far back as the log goes), not half its history
+        length = precursor_len(start, cfg)
+        if len(g.steps):
+            length = max(length, min(16.0 * data.interval, float(start - g.steps[0])))
+        out["grad_drift"] = _drift_ratio(g, start, cfg, length)
+        # the same window, gap steps earlier: shrinking it again would leave too few points
+        # to say whether a drift was there
         gap = max(cfg.drift_gap_steps, 3 * data.interval)
-        out["grad_drift_early"] = _drift_ratio(g, int(start - gap), cfg)
+        out["grad_drift_early"] = _drift_ratio(g, int(start - gap), cfg, length)
     if data.has("param_norm"):
         out["param_drift"] = _param_drift(data.aux["param_norm"], inc.onset_step, cfg)
     if data.has("update_norm"):
@@ -587,13 +594,16 @@ def _max(v: np.ndarray) -> float | None:
     return float(v.max()) if len(v) else None
 
 
-def _drift_ratio(m: Metric, onset: int, cfg: DetectConfig) -> float | None:
-    """Median of the last quarter of the precursor window over the lowest quarter median: a
-    rise at the end of the window, not hidden by the norm's decline earlier in training."""
-    st, v = _precursor(m, onset, cfg)
+def _drift_ratio(
+    m: Metric, onset: int, cfg: DetectConfig, length: float | None = None
+) -> float | None:
+    """Median of the last quarter of the precursor window (`length` steps, else the
+    precursor's) over the lowest quarter median: a rise at the end of the window, not hidden
+    by the norm's decline earlier in training."""
+    p = precursor_len(onset, cfg) if length is None else length
+    st, v = m.window_steps(onset - p, onset - 1)
     ok = np.isfinite(v)
     st, v = st[ok], v[ok]
-    p = precursor_len(onset, cfg)
     edges = onset - p + p / 4 * np.arange(5)
     quarters = [v[(st >= lo) & (st < hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
     if any(len(x) < 3 for x in quarters):

@@ -95,12 +95,13 @@ FEATURES: dict[str, str] = {
     "(inf when non-finite)",
     "grad_lead": "step where the loss first reaches 80% of its rise - step of that largest grad "
     "norm (>0: the gradient came first)",
-    "grad_drift": "median grad norm over the last quarter of the precursor window / the lowest "
-    "median of its four quarters (a slow rise before the onset, or before the first "
-    "overflow of a cascade that began before the onset: the cascade's gradient is its own)",
-    "grad_drift_early": "grad_drift with the window ending max(40, 3 log intervals) steps "
-    "earlier: the drift that was there before the last few intervals (a slow rise), not a "
-    "jump just before the spike",
+    "grad_drift": "median grad norm over the last quarter of the precursor window (at least "
+    "16 log intervals, as far back as the log goes) / the lowest median of its four quarters "
+    "(a slow rise before the onset, or before the first overflow of a cascade that began "
+    "before the onset: the cascade's gradient is its own)",
+    "grad_drift_early": "grad_drift over a window as long, ending max(40, 3 log intervals) "
+    "steps earlier: the drift that was there before the last few intervals (a slow rise), "
+    "not a jump just before the spike",
     "overflows": "non-finite grad-norm points with a finite loss from max(50, 5 log "
     "intervals) steps before the onset to the first peak: skipped steps, as an fp16 loss "
     "scaler skips an overflow (HF, Lightning and Megatron log their grad norm as inf/nan)",

@@ -395,3 +395,42 @@ def test_a_gradient_that_jumped_just_before_the_spike_did_not_drift(
     assert feats["grad_drift"] >= 1.3
     assert (feats["grad_drift_early"] >= 1.15) == drift
     assert (found[0]["cause"] == "lr_too_high") == drift
+
+
+def _early_lr_train(onset: int) -> Callable[[int, float], tuple[float, float]]:
+    """A too-high LR soon after warm-up: the gradient norm grows 2.5x over the 120 steps
+    before `onset`, then three spikes 70 steps apart, each larger than the last, each with
+    its own gradient kick, and the loss settles a little above its trend."""
+    peaks = [(onset, 0.25), (onset + 70, 0.35), (onset + 140, 0.5)]
+
+    def shape(step: int, loss: float) -> tuple[float, float]:
+        g = 2.5 ** min(1.0, max(0.0, (step - (onset - 120)) / 115))
+        k = 0.0
+        for at, amp in peaks:
+            if at - 3 <= step < at:
+                k += amp * (step - at + 4) / 4
+                g *= 5.0
+            elif step >= at:
+                k += amp * math.exp(-(step - at) / 20)
+        k += 0.05 * min(1.0, max(0.0, (step - onset) / 160))
+        return loss * math.exp(k), g
+
+    return shape
+
+
+@pytest.mark.parametrize(("every", "onset"), [(10, 250), (16, 330)])
+def test_an_early_lr_train_in_a_sparse_log_has_its_drift_measured(
+    tmp_path: Path, every: int, onset: int
+) -> None:
+    """An onset early in the run leaves half its history as the precursor. Logged every 10
+    steps, the window ending 40 steps earlier (`grad_drift_early`) held two points in a
+    quarter and was not measured; logged every 16, neither was the drift itself. With the
+    drift unmeasured the LR (beta2 0.999, the default) read as a stale second moment
+    (bench/synth_runs_v.py seeds 16000002 and 16000145; 16000015). The windows now hold
+    at least sixteen intervals, and the earlier one is as long as the drift's own."""
+    run = _write(tmp_path / "run", _early_lr_train(onset), {"adam_beta2": 0.999}, every=every)
+    found = stored_incidents(run, tmp_path)
+    assert found and found[0]["onset_step"] <= onset + every
+    feats = stored_features(tmp_path)[0]
+    assert feats["grad_drift"] >= 1.3 and feats["grad_drift_early"] >= 1.15, feats
+    assert found[0]["cause"] == "lr_too_high"
