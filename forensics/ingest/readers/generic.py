@@ -743,8 +743,9 @@ def _evaluation_dict(tpl: Template, lits: list[str]) -> None:
     prefix (`'num_tokens': 1001646.0, 'completions/mean_length': 40.1`, unsloth#3485): under
     their own names they replaced the training record's values of the step. A key of such a
     dict that does not name the split takes the first key's prefix
-    (`eval_completions/mean_length`); the epoch keeps its name, as on other evaluation
-    lines (`_keeps_name`)."""
+    (`eval_completions/mean_length`). Its epoch is not stored: the dict prints no step and
+    is attached to the training record before it, whose epoch it replaced (TRL's DPO,
+    trl#570: the evaluation's `'epoch': 0.2` over the training step's 0.16)."""
     if not tpl.names or not lits[0].lstrip().startswith("{"):
         return
     first = tpl.names[min(tpl.names)]
@@ -752,8 +753,9 @@ def _evaluation_dict(tpl: Template, lits: list[str]) -> None:
     if head is None:
         return
     tpl.names = {
-        i: k if _names_split(k) or alias_table().canonical(k) == "epoch" else head.group(0) + k
+        i: k if _names_split(k) else head.group(0) + k
         for i, k in tpl.names.items()
+        if alias_table().canonical(k) != "epoch"
     }
 
 
