@@ -13,6 +13,52 @@ from pathlib import Path
 
 from issue_log_helpers import stored as _stored
 
+# ----- ms-swift: a printed dict wrapped by the terminal, its lines without `{` ---------------
+# The dicts are quoted as printed in https://github.com/modelscope/ms-swift/issues/4146 (DPO);
+# the `Train:` bar before each is constructed in ms-swift's shape (its values from the
+# dict's counter and times), and each line is cut at 200 columns as a terminal wraps it (as
+# pasted in a public rl-swarm (TRL GRPO) log found by code search, whose `'comple` / `tions/
+# max_terminated_length'` lines are cut so).
+MS_SWIFT_4146_WRAPPED = """\
+Train:  32%|███▏      | 56/176 [1:22:38<2:57:04, 95.01s/it]{'loss': 0.23179118, 'grad_norm': 0.65250963, 'learning_rate': 8.6e-07, 'memory(GiB)': 63.16, 'train_speed(iter/s)': 0.01119, 'rewards/chosen
+': 4.46875, 'rewards/rejected': -4.125, 'rewards/accuracies': 1.0, 'rewards/margins': 8.5625, 'logps/chosen': -189.0, 'logps/rejected': -221.0, 'logits/chosen': 0.83984375, 'logits/rejected': 0.867187
+5, 'nll_loss': 0.921875, 'epoch': 0.64, 'global_step/max_steps': '56/176', 'percentage': '31.82%', 'elapsed_time': '1h 22m 38s', 'remaining_time': '2h 57m 4s'}
+Train:  32%|███▏      | 57/176 [1:24:14<2:55:51, 95.01s/it]{'loss': 0.21862793, 'grad_norm': 0.73740131, 'learning_rate': 8.6e-07, 'memory(GiB)': 63.16, 'train_speed(iter/s)': 0.011176, 'rewards/chose
+n': 4.625, 'rewards/rejected': -4.65625, 'rewards/accuracies': 1.0, 'rewards/margins': 9.25, 'logps/chosen': -181.0, 'logps/rejected': -221.0, 'logits/chosen': 0.86328125, 'logits/rejected': 0.890625,
+ 'nll_loss': 0.87109375, 'epoch': 0.65, 'global_step/max_steps': '57/176', 'percentage': '32.39%', 'elapsed_time': '1h 24m 14s', 'remaining_time': '2h 55m 51s'}
+"""  # noqa: E501
+
+# Lines quoted as printed in that rl-swarm log (found by code search): one bar redrawn
+# after another's on a line, a training dict glued after it (its first line only).
+TQDM_REDRAWN = """\
+  5%|██▍                                             | 1/20 [05:56<1:52:59, 356.80s/it]{'loss': 0.0578, 'grad_norm': 5.026931285858154, 'learning_rate': 5e-07, 'num_tokens': 7189.0}
+ 20%|██████████████████████▍                                                                   25%|██████████████▎                                          | 5/20 [17:00<54:46, 219.07s/it]{'loss': 0.1152, 'grad_norm': 8.400693893432617, 'learning_rate': 4.472851273490984e-07, 'num_tokens': 21834.0}
+"""  # noqa: E501
+
+_UNIT_FRAGMENTS = {"s", "m", "h", "it", "ms", "%", "elapsed_time_(h)"}
+
+
+def test_ms_swift_wrapped_dict_times_are_text_not_metrics(tmp_path: Path) -> None:
+    # before: the line that holds the dict's tail has no `{`, so its quoted times were
+    # values: metrics `elapsed_time_(h)` (1.0), `m` (57, 55) and `s` (4, 51), and the
+    # quoted `'percentage': '31.82%'` a metric `percentage`
+    fmt, m, _ = _stored(tmp_path, MS_SWIFT_4146_WRAPPED)
+    assert fmt == "generic_text"
+    assert not _UNIT_FRAGMENTS & set(m) and "percentage" not in m
+    assert m["loss"] == {56: 0.23179118, 57: 0.21862793}
+    assert m["nll_loss"] == {56: 0.921875, 57: 0.87109375}
+    assert m["epoch"] == {56: 0.64, 57: 0.65}
+    assert m["s/it"] == {56: 95.01, 57: 95.01}  # tqdm's rate, kept as in every bar
+
+
+def test_a_bar_redrawn_after_another_leaves_no_percent_metric(tmp_path: Path) -> None:
+    # before: the first bar's `20%|███...` left before the redraw was a metric `%` (20.0)
+    _, m, _ = _stored(tmp_path, TQDM_REDRAWN)
+    assert "%" not in m and not _UNIT_FRAGMENTS & set(m)
+    assert m["loss"] == {1: 0.0578, 5: 0.1152}
+    assert m["grad_norm"][5] == 8.400693893432617
+
+
 # ----- TRL DPO: the evaluation dict's `epoch` over the training record's ---------------------
 # Quoted as printed in https://github.com/huggingface/trl/pull/570 (DPOTrainer's console).
 TRL_DPO_570 = """\

@@ -554,6 +554,8 @@ def infer(text: str, count: int) -> Template:
             key = _key_after(after) if spaced and (after[:1] in " %" or after[:1].isalpha()) else ""
             if key in _MAGNITUDES:  # Lightning's model summary `0 | model | GPT | 124 M`
                 key = ""  # a count in millions, no metric's name
+            if key == "%":  # a bar's `20%|███` left before its redraw: a percent of nothing
+                key = ""
             if _keras_wall_time(key, lits[i], after):
                 key = ""
         if not _good_key(key) or _ETA_KEY.fullmatch(key.lower()) or key.lower() in _NO_METRIC:
@@ -990,7 +992,7 @@ def _in_quoted_text(lits: list[str], i: int) -> bool:
     before = SLOT.join(lits[: i + 1])
     start = before.rfind("{")
     if start < 0:
-        return False
+        return _in_wrapped_dict_text(lits, i)
     opened = before[start:]
     quote = next((q for q in "'\"" if opened.count(q) % 2), None)
     if quote is None:
@@ -998,6 +1000,37 @@ def _in_quoted_text(lits: list[str], i: int) -> bool:
     after = SLOT.join(lits[i + 1 :])
     content = opened[opened.rfind(quote) + 1 :] + SLOT + after[: max(after.find(quote), 0)]
     return re.fullmatch("\x00(?:/\x00)?", content) is None
+
+
+_DICT_ITEM = re.compile(r"""['"][\w/ .()%-]+['"]:\s""")  # `'elapsed_time': `: a dict's item
+_ITEM_VALUE = re.compile(r"""['"]:\s*""")  # an item's `': ` (the value follows it)
+_BARE_TEXT = re.compile("\\s*\x00(?:/\x00)?")  # a number or `N/M` printed as a string
+_CLOSING_QUOTE = re.compile(r"""['"]\s*[,}]""")  # a string's end before the next item
+
+
+def _in_wrapped_dict_text(lits: list[str], i: int) -> bool:
+    """Slot i lies in a quoted string of a printed dict whose line lacks its `{`: a long
+    dict wrapped by the terminal or the paste (ms-swift's `..., 'elapsed_time': '1h 22m
+    38s', 'remaining_time': '2h 57m 4s'}` on a line of its own). Without the brace to count
+    quotes from, the times became metrics `elapsed_time (h)`, `m` and `s`. The slot is in
+    text when the value of the last item opened before it is quoted, or, with no item
+    before it, when the line starts inside a string (`22m 38s', 'remaining_time': ...`)."""
+    if not _DICT_ITEM.search(SLOT.join(lits)):
+        return False
+    before = SLOT.join(lits[: i + 1])
+    after = SLOT.join(lits[i + 1 :])
+    items = list(_ITEM_VALUE.finditer(before))
+    if items:
+        value = before[items[-1].end() :]
+        if not value or value[0] not in "'\"":
+            return False
+        end = after.find(value[0])
+        content = value[1:] + SLOT + (after[:end] if end >= 0 else after)
+        return _BARE_TEXT.fullmatch(content) is None
+    closing = _CLOSING_QUOTE.search(after)
+    if closing is None or re.search(r"""['"]""", after[: closing.start()]):
+        return False  # no closing quote follows before another string opens
+    return _BARE_TEXT.fullmatch(before + SLOT + after[: closing.start()]) is None
 
 
 def _progress_bar(lits: list[str], skip: set[int]) -> tuple[int, int] | None:
