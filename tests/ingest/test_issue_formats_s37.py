@@ -9,8 +9,10 @@ regression test where it stored the log right already.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import pytest
 from issue_log_helpers import stored as _stored
 
 # ----- ms-swift: a printed dict wrapped by the terminal, its lines without `{` ---------------
@@ -57,6 +59,76 @@ def test_a_bar_redrawn_after_another_leaves_no_percent_metric(tmp_path: Path) ->
     assert "%" not in m and not _UNIT_FRAGMENTS & set(m)
     assert m["loss"] == {1: 0.0578, 5: 0.1152}
     assert m["grad_norm"][5] == 8.400693893432617
+
+
+# ----- Keras fit: the per-step time in the unit that suits each epoch -------------------------
+# Quoted as printed in a public project's notes on Keras with SYCL (found by code search):
+# the first epoch on the GPU at 12ms/step, the next ones at ~265us/step.
+KERAS_SYCL = """\
+Train on 7500 samples, validate on 2500 samples
+Epoch 1/10
+7500/7500 [==============================] - 92s 12ms/step - loss: nan - val_loss: nan
+Epoch 2/10
+7500/7500 [==============================] - 2s 265us/step - loss: nan - val_loss: nan
+Epoch 3/10
+7500/7500 [==============================] - 2s 262us/step - loss: nan - val_loss: nan
+"""
+# Constructed in the shape of the quoted lines of https://github.com/keras-team/keras/issues/10506
+# (`423/423 [====] - 192s 454ms/step - loss: ...`): an epoch slow enough for `s/step`.
+KERAS_SECONDS = """\
+Epoch 1/3
+423/423 [==============================] - 847s 2s/step - loss: 1.8386 - acc: 0.6136
+Epoch 2/3
+423/423 [==============================] - 186s 439ms/step - loss: 1.8087 - acc: 0.6201
+Epoch 3/3
+423/423 [==============================] - 184s 436ms/step - loss: 1.3863 - acc: 0.6445
+"""
+
+
+def test_keras_per_step_time_is_one_series_in_seconds(tmp_path: Path) -> None:
+    # before: two metrics, `ms/step` {7500: 12} and `us/step` {15000: 265, 22500: 262},
+    # each with a gap where the other unit was printed, neither known as the step time
+    fmt, m, w = _stored(tmp_path, KERAS_SYCL)
+    assert fmt == "generic_text"
+    assert not {"ms/step", "us/step", "s/step"} & set(m)
+    assert m["iter_time_s"] == pytest.approx({7500: 0.012, 15000: 0.000265, 22500: 0.000262})
+    assert set(m["loss"]) == {7500, 15000, 22500}
+    assert all(math.isnan(v) for v in m["loss"].values())
+    assert any("per-step time" in x for x in w)
+    _, m, _ = _stored(tmp_path, KERAS_SECONDS)
+    assert m["iter_time_s"] == pytest.approx({423: 2.0, 846: 0.439, 1269: 0.436})
+
+
+# ----- detectron2: `max_mem: 2996M` ----------------------------------------------------------
+# Quoted as printed in https://github.com/facebookresearch/detectron2/issues/214.
+DETECTRON2_214 = """\
+[11/01 19:16:10 d2.engine.train_loop]: Starting training from iteration 0
+[11/01 19:16:15 d2.utils.events]: eta: 4:52:26  iter: 19  total_loss: 1.750  loss_cls: 1.248  loss_box_reg: 0.503  time: 0.1960  data_time: 0.0033  lr: 0.000200  max_mem: 2996M
+[11/01 19:16:19 d2.utils.events]: eta: 4:52:22  iter: 39  total_loss: 1.748  loss_cls: 1.230  loss_box_reg: 0.488  time: 0.1958  data_time: 0.0031  lr: 0.000400  max_mem: 2996M
+[11/01 19:16:23 d2.utils.events]: eta: 4:57:11  iter: 59  total_loss: 1.757  loss_cls: 1.272  loss_box_reg: 0.490  time: 0.1970  data_time: 0.0034  lr: 0.000599  max_mem: 2996M
+"""  # noqa: E501
+
+
+def test_detectron2_max_mem_is_megabytes_as_printed(tmp_path: Path) -> None:
+    # before: the `M` was read as mega (x1e6): max_mem 2.996e9, neither bytes
+    # (detectron2 prints max_memory_allocated / 1024 / 1024) nor the megabytes printed
+    fmt, m, _ = _stored(tmp_path, DETECTRON2_214)
+    assert fmt == "generic_text"
+    assert m["max_mem"] == {19: 2996.0, 39: 2996.0, 59: 2996.0}
+    assert m["loss"] == {19: 1.75, 39: 1.748, 59: 1.757}
+
+
+# Quoted as printed in https://github.com/huggingface/nanotron/issues/233: a `G` memory
+# (nanotron's human_format, powers of 1000) stays scaled.
+NANOTRON_233 = """\
+[0434:0]:11/01/2024 11:05:18 [INFO|DP=0|PP=0|TP=0|lrdn0434]: iteration: 12001 / 17500 | consumed_tokens: 25.2G | elapsed_time_per_iteration_ms: 28.2K | tokens_per_sec: 74.5K | tokens_per_sec_per_gpu: 2.33K | global_batch_size: 1.02K | lm_loss: 2.3 | lr: 0.000289 | model_tflops_per_gpu: 26.7 | hardware_tflops_per_gpu: 26.7 | grad_norm: 0.15 | cuda_memory_allocated: 8.86G | cuda_max_memory_reserved: 34.1G | hd_total_memory_tb: 9.25G | hd_used_memory_tb: 8.21G | hd_free_memory_tb: 1.03G
+"""  # noqa: E501
+
+
+def test_a_gigabyte_memory_field_keeps_its_scale(tmp_path: Path) -> None:
+    _, m, _ = _stored(tmp_path, NANOTRON_233)
+    assert m["cuda_memory_allocated"] == {12001: pytest.approx(8.86e9)}
+    assert m["consumed_tokens"] == {12001: 25.2e9}
 
 
 # ----- TRL DPO: the evaluation dict's `epoch` over the training record's ---------------------

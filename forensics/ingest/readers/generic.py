@@ -1845,10 +1845,10 @@ def extract(
     odd = rows.filter(pl.col("value").is_null())  # `2,097,152`, `85.8G`, `Infinity`: few rows
     if odd.height:
         odd = odd.with_columns(
-            parse_number(pl.col("raw").str.replace_all(",", "")).alias("value")
+            _memory_megabytes(parse_number(pl.col("raw").str.replace_all(",", ""))).alias("value")
         ).filter(pl.col("value").is_not_null())
         rows = pl.concat([rows.filter(pl.col("value").is_not_null()), odd])
-    rows = _per_rank(rows.sort(["line", "slot"]), notes)
+    rows = _per_rank(_step_seconds(rows.sort(["line", "slot"]), notes), notes)
     rows = _bar_validation_once(rows, found, notes)
     used = set(rows["tpl"].unique().to_list())
     found = {k: t for k, t in found.items() if k in used}
@@ -1869,6 +1869,48 @@ def extract(
     if bad_step.height:
         notes.append(f"{bad_step.height} lines whose step field is not an integer: ignored")
     return out, found, ignored
+
+
+# Keras' per-step time, named by its unit (`454ms/step`, `265us/step`, `2s/step`): the
+# unit is chosen per epoch by the time's size, so one run prints several.
+_PER_STEP = {"s/step": 1.0, "ms/step": 1e3, "us/step": 1e6}  # divisors to seconds
+
+
+def _step_seconds(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
+    """`rows` with Keras' per-step times in seconds, as `iter_time_s`: Keras prints each
+    epoch's in the unit that suits its size, so a run whose first epoch took 12ms/step and
+    the next 265us/step was stored as two metrics (`ms/step`, `us/step`), each with a gap
+    where the other unit was printed, and neither known as the time per step."""
+    named = rows.filter(pl.col("raw_name").is_in(list(_PER_STEP)))
+    if not named.height:
+        return rows
+    units = sorted(named["raw_name"].unique().to_list(), key=_PER_STEP.__getitem__, reverse=True)
+    notes.append(
+        f"generic reader: Keras' per-step time ({', '.join(units)}) stored in seconds "
+        "as `iter_time_s`"
+    )
+    scale = pl.col("raw_name").replace_strict(_PER_STEP, default=1.0, return_dtype=pl.Float64)
+    is_time = pl.col("raw_name").is_in(list(_PER_STEP))
+    return rows.with_columns(
+        pl.when(is_time).then(pl.col("value") / scale).otherwise("value").alias("value"),
+        pl.when(is_time).then(pl.lit("iter_time_s")).otherwise("raw_name").alias("raw_name"),
+    )
+
+
+_MEGABYTES = r"^\d+M$"  # detectron2's `max_mem: 2996M`: whole megabytes, `M` their unit
+
+
+def _memory_megabytes(parsed: pl.Expr) -> pl.Expr:
+    """`parsed` (a captured value read with its magnitude suffix), but a memory field's
+    whole number glued to an `M` as printed: detectron2 prints `max_mem: {:.0f}M`, the peak
+    allocated memory in megabytes (max_memory_allocated / 1024 / 1024), which the suffix
+    rule multiplied by 1e6 (2996M stored as 2.996e9). Kept in megabytes as printed, the
+    unit mmcv's `memory: 3342` has too."""
+    megabytes = pl.col("raw_name").str.to_lowercase().str.contains("mem") & pl.col(
+        "raw"
+    ).str.contains(_MEGABYTES)
+    number = pl.col("raw").str.strip_suffix("M").cast(pl.Float64, strict=False)
+    return pl.when(megabytes).then(number).otherwise(parsed)
 
 
 def _bar_validation_once(
