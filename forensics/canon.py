@@ -20,8 +20,10 @@ from forensics.yamlio import safe_load
 
 _SEP = re.compile(r"[\s\-]+")
 # Prefixes a reader puts before a metric's name to keep a kind of line apart (an epoch's
-# averages, `epoch/<name>`): the name after one is canonical as it would be alone.
-_APART = ("epoch/",)
+# averages, `epoch/<name>`; a run's closing summary, `summary/<name>`): the name after one
+# is canonical as it would be alone, and the prefix keeps it out of the per-step series (a
+# run-average `summary/train_loss` is `summary/loss`, never `loss`).
+_APART = ("epoch/", "summary/")
 
 
 def natural_key(text: str) -> list[tuple[int, int | str]]:
@@ -63,9 +65,9 @@ class AliasTable:
         return name
 
     def _apart(self, norm: str) -> str:
-        """`epoch/<name>` with `<name>` canonical (fairseq's epoch `gnorm` is
-        `epoch/grad_norm`, as its per-iteration `gnorm` is `grad_norm`); any other name
-        as it is."""
+        """`epoch/<name>` and `summary/<name>` with `<name>` canonical (fairseq's epoch
+        `gnorm` is `epoch/grad_norm`, as its per-iteration `gnorm` is `grad_norm`); any
+        other name as it is."""
         for prefix in _APART:
             rest = norm.removeprefix(prefix)
             if rest != norm and rest:

@@ -289,7 +289,7 @@ def test_hf_trainer_closing_summary_is_not_a_loss(tmp_path: Path) -> None:
     )
     _, m, _ = _stored(tmp_path, text)
     assert m["loss"][1] == 0.2051 and math.isnan(m["loss"][2])  # 0.0 beside a NaN grad norm
-    assert m["summary/train_loss"] == {2: 0.1025}
+    assert m["summary/loss"] == {2: 0.1025}  # `summary/train_loss`, canonical (s37)
 
 
 def test_hf_trainer_evaluation_bar_gives_no_step(tmp_path: Path) -> None:

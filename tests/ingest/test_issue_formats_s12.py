@@ -306,7 +306,7 @@ def test_the_closing_summary_dict_is_still_a_run_summary(tmp_path: Path) -> None
         "'epoch': '0.01'}",
     ]
     _, m, w = _stored(tmp_path, "\n".join(lines) + "\n")
-    assert m["loss"] == {29: 12.1} and m["summary/train_loss"] == {29: 13.2}
+    assert m["loss"] == {29: 12.1} and m["summary/loss"] == {29: 13.2}  # train_loss (s37)
 
 
 # ----- LLaMA-Factory trainer_log.jsonl (hiyouga/LlamaFactory#774) -------------------------------

@@ -131,6 +131,29 @@ def test_a_gigabyte_memory_field_keeps_its_scale(tmp_path: Path) -> None:
     assert m["consumed_tokens"] == {12001: 25.2e9}
 
 
+# ----- Hugging Face Trainer's closing summary: `summary/<name>` canonical, kept apart --------
+# The step dicts are quoted as printed in https://github.com/unslothai/unsloth/issues/4547;
+# the closing summary dict is constructed in the Trainer's shape (`train_runtime`,
+# `train_samples_per_second`, `train_loss`, `epoch`).
+HF_SUMMARY = """\
+{'loss': '14.88', 'grad_norm': '2.578', 'learning_rate': '0.000156', 'epoch': '0.00748', 'num_input_tokens_seen': 286019, 'train_runtime': '110.7', 'train_tokens_per_second': '2583'}
+ 60%|██████    | 18/30 [01:50<00:19,  1.65s/it]
+{'loss': '14.64', 'grad_norm': '2.938', 'learning_rate': '0.000144', 'epoch': '0.007895', 'num_input_tokens_seen': 302403, 'train_runtime': '112.2', 'train_tokens_per_second': '2695'}
+{'train_runtime': '120.3', 'train_samples_per_second': '8.0', 'train_loss': '13.2', 'epoch': '0.01'}
+"""  # noqa: E501
+
+
+def test_run_summary_names_are_canonical_behind_their_prefix(tmp_path: Path) -> None:
+    # before: `summary/train_loss` and `summary/train_samples_per_second`, raw, where
+    # `train_loss` alone is `loss` and `epoch/<name>` is canonical behind its prefix; the
+    # run's average loss now reads `summary/loss`, still never the per-step `loss`
+    _, m, _ = _stored(tmp_path, HF_SUMMARY)
+    assert m["loss"] == {17: 14.88, 18: 14.64}
+    assert list(m["summary/loss"].values()) == [13.2]
+    assert list(m["summary/samples_per_s"].values()) == [8.0]
+    assert "summary/train_loss" not in m
+
+
 # ----- TRL DPO: the evaluation dict's `epoch` over the training record's ---------------------
 # Quoted as printed in https://github.com/huggingface/trl/pull/570 (DPOTrainer's console).
 TRL_DPO_570 = """\
