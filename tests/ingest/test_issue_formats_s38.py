@@ -1,0 +1,93 @@
+"""Logs of popular training scripts pasted into issues around a loss spike or a NaN
+(session 38), one test per style.
+
+Each fixture quotes the lines as printed where they were found (the issue's URL beside
+it; a fixture says so where lines are constructed in the shape of quoted ones); each test
+says what the reader stored before where it stored something wrong, and stays a
+regression test where it stored the log right already.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from issue_log_helpers import stored as _stored
+
+# ----- kohya sd-scripts: tqdm bar `steps: ...| 943/3280 [..., avr_loss=nan]` ----------------
+# Quoted as printed in https://github.com/kohya-ss/sd-scripts/issues/2137 ("How can I solve
+# avr_loss=nan?"): the bar's `avr_loss` is the only loss train_network.py prints (its mean
+# over the epoch's last steps), between the `epoch is incremented` and `epoch N/M` lines.
+KOHYA_2137 = """\
+2025-06-29 12:14:41 INFO     epoch is incremented. current_epoch: 22, epoch: 23                        train_util.py:779
+steps:  29%|████████████████▋                                         | 943/3280 [18:48<46:37,  1.20s/it, avr_loss=nan]
+epoch 24/80
+
+2025-06-29 12:15:30 INFO     epoch is incremented. current_epoch: 23, epoch: 24                        train_util.py:779
+steps:  30%|█████████████████▍                                        | 984/3280 [19:38<45:48,  1.20s/it, avr_loss=nan]
+epoch 25/80
+
+2025-06-29 12:16:19 INFO     epoch is incremented. current_epoch: 24, epoch: 25                        train_util.py:779
+steps:  31%|█████████████████▊                                       | 1025/3280 [20:27<45:00,  1.20s/it, avr_loss=nan]
+epoch 26/80
+"""  # noqa: E501
+
+
+def test_kohya_avr_loss_is_the_training_loss(tmp_path: Path) -> None:
+    # before: `avr_loss` was no name of the training loss: it kept its name, and the note
+    # said the loss screen had no `loss` to read (the NaN run went unseen)
+    fmt, m, w = _stored(tmp_path, KOHYA_2137)
+    assert fmt == "generic_text"
+    assert set(m["loss"]) == {943, 984, 1025}
+    assert all(math.isnan(v) for v in m["loss"].values())
+    assert m["s/it"][984] == 1.2
+    assert "avr_loss" not in m and not {"s", "it"} & set(m)
+    assert not any("no training loss" in x for x in w)
+
+
+# ----- timm train.py: `Train: E [ b/N ( p%)]  Loss: x (avg)  Time: ...  LR: ...` -------------
+# Quoted as printed in https://github.com/huggingface/pytorch-image-models/issues/814
+# (NaNs training mobilenetv3_large_100).
+TIMM_814 = """\
+Train: 1 [ 350/5004 (  7%)]  Loss:  6.732388 (6.8414)  Time: 1.271s,  201.43/s  (0.608s,  420.96/s)  LR: 2.133e-02  Data: 1.056 (0.403)
+Train: 1 [ 400/5004 (  8%)]  Loss:  6.717005 (6.8258)  Time: 0.214s, 1197.18/s  (0.608s,  421.14/s)  LR: 2.133e-02  Data: 0.013 (0.402)
+Train: 1 [ 450/5004 (  9%)]  Loss:  6.773242 (6.8139)  Time: 0.216s, 1185.73/s  (0.604s,  423.61/s)  LR: 2.133e-02  Data: 0.019 (0.399)
+Train: 1 [ 500/5004 ( 10%)]  Loss:  6.672601 (6.8047)  Time: 0.222s, 1152.46/s  (0.603s,  424.46/s)  LR: 2.133e-02  Data: 0.024 (0.398)
+Train: 1 [ 550/5004 ( 11%)]  Loss:  6.683769 (6.7920)  Time: 0.226s, 1133.41/s  (0.600s,  426.35/s)  LR: 2.133e-02  Data: 0.013 (0.395)
+Train: 1 [ 600/5004 ( 12%)]  Loss:  6.577158 (6.7788)  Time: 0.583s,  439.04/s  (0.600s,  426.64/s)  LR: 2.133e-02  Data: 0.371 (0.395)
+"""  # noqa: E501
+
+
+def test_timm_train_lines_count_batches_over_epochs(tmp_path: Path) -> None:
+    # regression: read right already (the batch counted over epochs of 5004, the step's
+    # own loss, not the running mean in parentheses)
+    fmt, m, w = _stored(tmp_path, TIMM_814)
+    assert fmt == "generic_text"
+    assert m["loss"] == {
+        5354: 6.732388, 5404: 6.717005, 5454: 6.773242,
+        5504: 6.672601, 5554: 6.683769, 5604: 6.577158,
+    }  # fmt: skip
+    assert set(m["lr"].values()) == {0.02133}
+    assert not {"s", "it", "m"} & set(m)
+
+
+# ----- diffusers/DreamBooth: `Steps: ...| n/N [..., loss=nan, lr=1e-6]` ----------------------
+# Quoted as printed in https://github.com/replicate/dreambooth/issues/31 (SD 2.1, NaN from
+# the first step; diffusers' train_dreambooth.py bar).
+DREAMBOOTH_31 = """\
+0%|          | 0/100 [00:00<?, ?it/s]
+Steps:   0%|          | 0/100 [00:00<?, ?it/s]
+Steps:   0%|          | 0/100 [00:09<?, ?it/s, loss=nan, lr=1e-6]
+Steps:   1%|          | 1/100 [00:09<16:00,  9.70s/it, loss=nan, lr=1e-6]
+Steps:   2%|▏         | 2/100 [00:09<06:47,  4.16s/it, loss=nan, lr=1e-6]
+Steps:   3%|▎         | 3/100 [00:10<03:51,  2.39s/it, loss=nan, lr=1e-6]
+"""
+
+
+def test_diffusers_dreambooth_steps_bar(tmp_path: Path) -> None:
+    # regression: read right already (the bar's counter is the step, NaN kept)
+    fmt, m, w = _stored(tmp_path, DREAMBOOTH_31)
+    assert fmt == "generic_text"
+    assert set(m["loss"]) == {0, 1, 2, 3}
+    assert all(math.isnan(v) for v in m["loss"].values())
+    assert m["lr"][3] == 1e-06 and m["s/it"][1] == 9.7
