@@ -45,6 +45,43 @@ def test_kohya_avr_loss_is_the_training_loss(tmp_path: Path) -> None:
     assert not any("no training loss" in x for x in w)
 
 
+# ----- OpenRLHF SFT: `Train step of epoch E: ...| n/N [..., gpt_loss=..., lr=...]` -----------
+# OpenRLHF's SFTTrainer draws `tqdm(desc="Train step of epoch %d" % epoch)` with the postfix
+# `{"gpt_loss": ..., "loss_mean": ...}` (and lr, grad_norm in later versions), and evaluates
+# under `tqdm(desc="Eval stage of steps %d" % global_step)` with `{"eval gpt_loss": ...}`
+# (https://github.com/OpenRLHF/OpenRLHF/blob/main/openrlhf/trainer/sft_trainer.py). The
+# lines `0/40`, `20/40` of epoch 0 and `40/40` of epoch 1 are quoted as printed in a public
+# project's notes on an 8-GPU OpenRLHF SFT run (found by code search); the other lines are
+# constructed in their shape, the step-30 update going to NaN.
+OPENRLHF_SFT = """\
+Train step of epoch 0:   0%|    | 0/40 [00:07<?, ?it/s, gpt_loss=1.37, lr=0, grad_norm=0]
+Train step of epoch 0:  25%|█▌  | 10/40 [00:09<00:08, 3.63it/s, gpt_loss=1.41, lr=2.5e-6, grad_norm=14.1]
+Train step of epoch 0:  50%|██▌ | 20/40 [00:14<00:04, 4.74it/s, gpt_loss=1.5, lr=4.53e-6, grad_norm=12.6]
+Train step of epoch 0:  75%|███▊| 30/40 [00:16<00:02, 4.74it/s, gpt_loss=nan, lr=4.1e-6, grad_norm=nan]
+Eval stage of steps 40:  20%|▊   | 1/5 [00:00<00:01, 4.80it/s, eval gpt_loss=1.3]
+Eval stage of steps 40: 100%|████| 5/5 [00:01<00:00, 4.80it/s, eval gpt_loss=1.12]
+Train step of epoch 1:  25%|█▌  | 10/40 [00:02<00:06, 4.13it/s, gpt_loss=0.8, lr=2e-6, grad_norm=7.9]
+Train step of epoch 1: 100%|████| 40/40 [00:09<00:00, 4.13it/s, gpt_loss=0.658, lr=5e-7, grad_norm=7.3]
+"""  # noqa: E501
+
+
+def test_openrlhf_sft_bar_gpt_loss_and_eval_stage(tmp_path: Path) -> None:
+    # before: `gpt_loss` kept its name (the note said the loss screen had no `loss`), the
+    # epoch of the bar's description was a metric `train_step_of_epoch`, and the
+    # evaluation bar's lines were ignored (no step and metric found): its loss was lost.
+    # The bar counts the epoch's batches (micro-steps; with gradient accumulation the
+    # evaluation's step counts optimizer steps, so it lands earlier than it ran)
+    fmt, m, w = _stored(tmp_path, OPENRLHF_SFT)
+    assert fmt == "generic_text"
+    assert m["loss"][10] == 1.41 and m["loss"][20] == 1.5 and math.isnan(m["loss"][30])
+    assert m["loss"][50] == 0.8 and m["loss"][80] == 0.658
+    assert math.isnan(m["grad_norm"][30]) and m["lr"][20] == 4.53e-06
+    assert m["epoch"] == {0: 0.0, 10: 0.0, 20: 0.0, 30: 0.0, 50: 1.0, 80: 1.0}
+    assert m["val_loss"] == {40: 1.12}  # the evaluation's last redraw: its whole mean
+    assert not {"gpt_loss", "train_step_of_epoch", "eval_gpt_loss"} & set(m)
+    assert not any("no training loss" in x for x in w)
+
+
 # ----- timm train.py: `Train: E [ b/N ( p%)]  Loss: x (avg)  Time: ...  LR: ...` -------------
 # Quoted as printed in https://github.com/huggingface/pytorch-image-models/issues/814
 # (NaNs training mobilenetv3_large_100).

@@ -165,9 +165,12 @@ _LATE_STEP_KEYS = {"global_step", "global step", "global_steps", "g_step", "num_
 # last word names the step, unless another word says it is a setting, not the counter.
 _PHRASE_STEP = {"step", "iteration", "iter"}
 # MaxText's `eval metrics after step: 4, loss=9.855, total_weights=75264.0`: a phrase naming an
-# evaluation and the training step it ran after (its values are the evaluation's)
+# evaluation and the training step it ran after (its values are the evaluation's); OpenRLHF's
+# evaluation bar `Eval stage of steps 40: 100%|...| 5/5 [..., eval gpt_loss=1.12]` names it
+# so too (its counter counts the evaluation's batches)
 _AFTER_STEP = re.compile(
-    r"(?:\A|\s)(val|valid|validation|eval|evaluation|test)\b.*\bafter (?:step|iteration|iter)\Z"
+    r"(?:\A|\s)(val|valid|validation|eval|evaluation|test)\b.*"
+    r"\b(?:after (?:step|iteration|iter)|of steps)\Z"
 )
 # TensorFlow Estimator's evaluation summary `Saving dict for global step 1000: accuracy = 0.85,
 # global_step = 1000, loss = 0.52` (estimator.py `_write_dict_to_summary`): its values are the
