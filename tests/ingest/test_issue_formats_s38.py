@@ -128,3 +128,25 @@ def test_diffusers_dreambooth_steps_bar(tmp_path: Path) -> None:
     assert set(m["loss"]) == {0, 1, 2, 3}
     assert all(math.isnan(v) for v in m["loss"].values())
     assert m["lr"][3] == 1e-06 and m["s/it"][1] == 9.7
+
+
+# ----- DeiT / MAE / ConvNeXt `log.txt`: one JSON line an epoch ----------------------------------
+# Quoted as printed in https://github.com/yuhuan-wu/P2T/issues/13 (its ImageNet training log,
+# written by the DeiT main.py loop that MAE, ConvNeXt and BEiT copy: `train_` and `test_`
+# prefixed epoch averages, the evaluation's only every few epochs).
+DEIT_P2T_13 = """\
+{"train_lr": 8.159469122054745e-05, "train_loss": 3.20298746091237, "epoch": 249, "n_parameters": 11590840}
+{"train_lr": 7.893269663304691e-05, "train_loss": 3.195464231282306, "test_loss": 0.9325173419554115, "test_acc1": 78.83600243652344, "test_acc5": 94.46600252929687, "epoch": 250, "n_parameters": 11590840}
+{"train_lr": 7.631742512670381e-05, "train_loss": 3.201913250888661, "epoch": 251, "n_parameters": 11590840}
+{"train_lr": 7.37491634955067e-05, "train_loss": 3.19635313899397, "epoch": 252, "n_parameters": 11590840}
+"""  # noqa: E501
+
+
+def test_deit_log_txt_train_lr_is_the_learning_rate(tmp_path: Path) -> None:
+    # before: `train_lr` was no name of the learning rate: it was stored as a metric
+    # `train_lr`, and the LR screen had no `lr` to read (`train_loss` was `loss` already)
+    fmt, m, w = _stored(tmp_path, DEIT_P2T_13, name="log.txt")
+    assert fmt == "jsonl"
+    assert m["lr"][1] == 8.159469122054745e-05 and m["lr"][4] == 7.37491634955067e-05
+    assert m["loss"][2] == 3.195464231282306 and m["test_loss"] == {2: 0.9325173419554115}
+    assert m["epoch"][4] == 252.0 and "train_lr" not in m
