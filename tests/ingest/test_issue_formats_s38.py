@@ -150,3 +150,33 @@ def test_deit_log_txt_train_lr_is_the_learning_rate(tmp_path: Path) -> None:
     assert m["lr"][1] == 8.159469122054745e-05 and m["lr"][4] == 7.37491634955067e-05
     assert m["loss"][2] == 3.195464231282306 and m["test_loss"] == {2: 0.9325173419554115}
     assert m["epoch"][4] == 252.0 and "train_lr" not in m
+
+
+# ----- DeepSpeed-Chat step 3 (PPO): the reward on a line of its own under each step --------------
+# Quoted as printed in https://github.com/deepspeedai/DeepSpeedExamples/issues/444 (Inf actor
+# and critic losses in step 3).
+DSCHAT_444 = """\
+|E2E latency=2.12s |Gather latency=0.00s (0.00%) |Generate time=1.59s (75.13%) |Training time=0.42s (19.78%) |Others=0.11 (5.09%)|CurSamplesPerSec=1.89 |AvgSamplesPerSec=1.95
+epoch: 0|step: 3183|ppo_ep: 1|act_loss: 30.921875|cri_loss: 30.515625|unsuper_loss: 0.0
+average reward score: -7.80859375
+-------------------------------------------------------------------------------------
+|E2E latency=2.14s |Gather latency=0.00s (0.00%) |Generate time=1.62s (75.39%) |Training time=0.42s (19.74%) |Others=0.10 (4.87%)|CurSamplesPerSec=1.87 |AvgSamplesPerSec=1.95
+epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0
+average reward score: -6.359375
+-------------------------------------------------------------------------------------
+|E2E latency=2.16s |Gather latency=0.00s (0.00%) |Generate time=1.64s (76.19%) |Training time=0.42s (19.25%) |Others=0.10 (4.56%)|CurSamplesPerSec=1.85 |AvgSamplesPerSec=1.95
+epoch: 0|step: 3185|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0
+average reward score: -4.54296875
+-------------------------------------------------------------------------------------
+"""  # noqa: E501
+
+
+def test_deepspeed_chat_reward_line_belongs_to_the_step(tmp_path: Path) -> None:
+    # before: `average reward score: -7.8` had no step and was ignored (no step and metric
+    # found): the reward was lost. The actor's and critic's losses keep their names (no
+    # `loss`, as before: two models, each on its own objective)
+    fmt, m, w = _stored(tmp_path, DSCHAT_444)
+    assert fmt == "generic_text"
+    assert m["average_reward_score"] == {3183: -7.80859375, 3184: -6.359375, 3185: -4.54296875}
+    assert m["act_loss"][3183] == 30.921875 and math.isinf(m["act_loss"][3184])
+    assert math.isinf(m["cri_loss"][3185]) and "loss" not in m

@@ -345,6 +345,7 @@ _REDUCED = re.compile(r"\s*\|\s*reduced:\s*")
 _MAX_STEP_SLOT = 3  # the step is among the first numbers of a record
 _MAX_FIELDS = 40  # more named numbers on one line is a config dump
 _MAX_CONT_FIELDS = 12  # a step-less line with a loss and more fields than this is not a record
+_REWARD = re.compile(r"(?i)\breward")  # an RLHF step's reward (`average reward score`)
 _LOSSES = {"loss", "val_loss", "test_loss"}
 # A loss named before its split (cellpose `Loss 0.6758, Loss Test 0.3793`): the split's loss,
 # named as the split's own lines name it (`Test Loss`), never a metric `loss_test` of its own
@@ -615,7 +616,7 @@ def infer(text: str, count: int) -> Template:
         indented = lits[0][:1] in (" ", "\t") and len(keys) <= 3
         lossy = any(map(_is_loss, keys)) or any(_EPOCH_LOSS.match(k) for k in keys)
         tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and lossy) or _evaluation(keys)
-        tpl.cont = tpl.cont or (weighted and bool(keys))
+        tpl.cont = tpl.cont or (weighted and bool(keys)) or _step_reward(keys)
         tpl.cont = tpl.cont or (bool(keys) and _dict_tail(tpl.text, lits))
     loop = _EVAL_LOOP.search(lits[0])
     if loop:
@@ -1086,6 +1087,15 @@ def _is_loss(key: str) -> bool:
     """A key that names a loss itself (`val loss`, `valid_loss`, `train loss`), not a
     setting about one (`auxiliary_loss_multiplier` in a config dump)."""
     return alias_table().canonical(key) in _LOSSES or key.lower().strip() == "loss"
+
+
+def _step_reward(keys: list[str]) -> bool:
+    """A step-less line of a few values, one a reward: DeepSpeed-Chat's PPO step prints
+    `average reward score: -7.8` on a line of its own under the step's `epoch: 0|step:
+    3183|ppo_ep: 1|act_loss: ...` (DeepSpeedExamples#444). It is that step's, as a loss
+    line's continuation is; read as a record of its own it had no step and was ignored, and
+    the reward's fall, which an RLHF post-mortem looks for first, was lost."""
+    return 0 < len(keys) <= 3 and any(_REWARD.search(k) for k in keys)
 
 
 def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
