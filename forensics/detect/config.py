@@ -203,6 +203,9 @@ class DetectConfig:
     # Echoes whose last peak rose less than this share of the largest one's fade
     # (features.fading_train): one kick dying out, not an LR that keeps kicking harder.
     echo_fade_line: float = 0.75
+    # A kick's own updates are spent this many steps after it (Adam's first moment keeps
+    # 0.9^50 = 0.5%): spikes still growing later are not its echoes (features.late_growth).
+    kick_reach_steps: int = 50
     # --- classification (classify.py) ---------------------------------------------------
     # Below this confidence the cause is `unknown` and the rule is listed as a hypothesis.
     min_confidence: float = 0.5

@@ -125,6 +125,7 @@ def compute(
     f["warmup_end_divergence"] = _warmup_end_divergence(f, cfg)
     f["warmup_climb"] = float(inc.climb)
     f["fading_train"] = _fading_train(f, cfg)
+    f["late_growth"] = _late_growth(f, cfg, _top_index(inc))
     f["batch_train"] = _batch_train(f)
     inc.features = f
 
@@ -155,6 +156,44 @@ def _fading_train(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None
     if any(isinstance(x, float) and x < DECAY_FRACTION for x in lrs):
         return 0.0
     return 1.0 if all(isinstance(x, float) for x in lrs) else None
+
+
+def _top_index(inc: Incident) -> int | None:
+    """Which of the incident's peaks (0: the first) rose most against the trend."""
+    rises = [_log_resid(inc, s, v) for s, v in inc.peaks]
+    finite = [(r, i) for i, r in enumerate(rises) if r is not None and np.isfinite(r)]
+    return max(finite)[1] if finite else None
+
+
+def _late_growth(f: dict[str, FeatureValue], cfg: DetectConfig, top: int | None) -> float | None:
+    """1 for spikes that grow to the last (an echo, echo_fade at echo_fade_line or more)
+    through two echoes at least (the top is the third peak or a later one), the loss top
+    more than max(kick_reach_steps, 5 log intervals) after the largest
+    gradient, the LR at its peak (at least DECAY_FRACTION of it at the onset or at the
+    highest peak, as lr-too-high reads it) and the loss left above its trend (lingering).
+    A kick a stale second moment failed to damp is spent within tens of steps (Adam's
+    first moment keeps 0.9^50 = 0.5% of it after 50), its echo at most once larger than
+    its first response; spikes that keep growing through echo after echo long after it, at
+    the peak LR, are the LR holding the model at its edge. Names lr-too-high and
+    keeps stale-beta2 off; one definition for both. None when the gradient norm or the LR
+    is not known."""
+    lead, echoes, fade = f.get("grad_lead"), f.get("echo_count"), f.get("echo_fade")
+    if not isinstance(lead, float):
+        return None
+    if not isinstance(echoes, float) or echoes < 1 or f.get("type") != "lingering":
+        return 0.0
+    if top is None or top < 2:
+        return 0.0
+    if not isinstance(fade, float) or fade < cfg.echo_fade_line:
+        return 0.0
+    interval = f.get("log_interval")
+    reach = max(float(cfg.kick_reach_steps), 5 * (interval if isinstance(interval, float) else 1))
+    if lead <= reach:
+        return 0.0
+    lrs = [x for x in (f.get("lr_frac"), f.get("lr_frac_peak")) if isinstance(x, float)]
+    if not lrs:
+        return None
+    return float(max(lrs) >= DECAY_FRACTION)
 
 
 def _batch_train(f: dict[str, FeatureValue]) -> float | None:

@@ -434,3 +434,43 @@ def test_an_early_lr_train_in_a_sparse_log_has_its_drift_measured(
     feats = stored_features(tmp_path)[0]
     assert feats["grad_drift"] >= 1.3 and feats["grad_drift_early"] >= 1.15, feats
     assert found[0]["cause"] == "lr_too_high"
+
+
+def _kicked_train(grow: bool) -> Callable[[int, float], tuple[float, float]]:
+    """beta2 0.999, the LR at its peak: one giant gradient (20x) at 500, then spikes at
+    500, 580 and 660, each with a kick of its own (5x); they grow (or fade), and the loss
+    settles 10% above its trend. No drift before: the gradient norm does not show the LR."""
+    amps = (0.2, 0.3, 0.45) if grow else (0.45, 0.3, 0.2)
+
+    def shape(step: int, loss: float) -> tuple[float, float]:
+        g, k = 1.0, 0.0
+        for at, amp in zip((500, 580, 660), amps, strict=True):
+            if at - 3 <= step <= at:
+                g *= 20.0 if at == 500 else 5.0
+            if at - 3 <= step < at:
+                k += amp * (step - at + 4) / 4
+            elif step >= at:
+                k += amp * math.exp(-(step - at) / 15)
+        k += 0.1 * min(1.0, max(0.0, (step - 500) / 200))
+        return loss * math.exp(k), g
+
+    return shape
+
+
+@pytest.mark.parametrize(("grow", "cause"), [(True, "lr_too_high"), (False, "stale_beta2")])
+def test_spikes_still_growing_long_after_the_largest_gradient_are_the_lrs(
+    tmp_path: Path, grow: bool, cause: str
+) -> None:
+    """A kick a stale second moment failed to damp is spent within tens of steps; spikes
+    that grow through two echoes, the top 160 steps after the largest gradient, the LR at
+    its peak and the loss left above its trend, are the LR holding the model at its edge
+    (`late_growth`). They read as stale beta2 (third generator, 11 sets: 5 of the 20
+    too-high LRs read as stale had their top at the third peak or later, 92-310 steps
+    after the largest gradient). The same kicks fading after the first stay stale beta2's."""
+    run = _write(tmp_path / "run", _kicked_train(grow), {"adam_beta2": 0.999}, every=4)
+    found = stored_incidents(run, tmp_path)
+    assert len(found) == 1 and found[0]["type"] == "lingering", found
+    feats = stored_features(tmp_path)[0]
+    shown = ("echo_fade", "grad_lead", "lr_frac", "lr_frac_peak", "type", "log_interval")
+    assert feats["late_growth"] == float(grow), {k: feats[k] for k in shown}
+    assert found[0]["cause"] == cause
