@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from issue_log_helpers import stored as _stored
+from test_issue_formats_s7 import DSCHAT_444
 
 # ----- kohya sd-scripts: tqdm bar `steps: ...| 943/3280 [..., avr_loss=nan]` ----------------
 # Quoted as printed in https://github.com/kohya-ss/sd-scripts/issues/2137 ("How can I solve
@@ -154,28 +155,25 @@ def test_deit_log_txt_train_lr_is_the_learning_rate(tmp_path: Path) -> None:
 
 # ----- DeepSpeed-Chat step 3 (PPO): the reward on a line of its own under each step --------------
 # Quoted as printed in https://github.com/deepspeedai/DeepSpeedExamples/issues/444 (Inf actor
-# and critic losses in step 3).
-DSCHAT_444 = """\
-|E2E latency=2.12s |Gather latency=0.00s (0.00%) |Generate time=1.59s (75.13%) |Training time=0.42s (19.78%) |Others=0.11 (5.09%)|CurSamplesPerSec=1.89 |AvgSamplesPerSec=1.95
-epoch: 0|step: 3183|ppo_ep: 1|act_loss: 30.921875|cri_loss: 30.515625|unsuper_loss: 0.0
-average reward score: -7.80859375
--------------------------------------------------------------------------------------
-|E2E latency=2.14s |Gather latency=0.00s (0.00%) |Generate time=1.62s (75.39%) |Training time=0.42s (19.74%) |Others=0.10 (4.87%)|CurSamplesPerSec=1.87 |AvgSamplesPerSec=1.95
-epoch: 0|step: 3184|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0
-average reward score: -6.359375
+# and critic losses in step 3): session 7's two steps (test_issue_formats_s7.DSCHAT_444) and the
+# step after them, quoted from the same issue.
+DSCHAT_444_3 = (
+    DSCHAT_444
+    + """\
 -------------------------------------------------------------------------------------
 |E2E latency=2.16s |Gather latency=0.00s (0.00%) |Generate time=1.64s (76.19%) |Training time=0.42s (19.25%) |Others=0.10 (4.56%)|CurSamplesPerSec=1.85 |AvgSamplesPerSec=1.95
 epoch: 0|step: 3185|ppo_ep: 1|act_loss: inf|cri_loss: inf|unsuper_loss: 0.0
 average reward score: -4.54296875
 -------------------------------------------------------------------------------------
 """  # noqa: E501
+)
 
 
 def test_deepspeed_chat_reward_line_belongs_to_the_step(tmp_path: Path) -> None:
     # before: `average reward score: -7.8` had no step and was ignored (no step and metric
     # found): the reward was lost. The actor's and critic's losses keep their names (no
     # `loss`, as before: two models, each on its own objective)
-    fmt, m, w = _stored(tmp_path, DSCHAT_444)
+    fmt, m, w = _stored(tmp_path, DSCHAT_444_3)
     assert fmt == "generic_text"
     assert m["average_reward_score"] == {3183: -7.80859375, 3184: -6.359375, 3185: -4.54296875}
     assert m["act_loss"][3183] == 30.921875 and math.isinf(m["act_loss"][3184])
