@@ -41,13 +41,13 @@ def fake_browser(tmp_path: Path, script: str) -> tuple[Path, Path]:
 
 
 def run(
-    args: list[str], browser: Path, pids: Path
+    args: list[str], browser: Path, pids: Path, limit_s: float = LIMIT_S
 ) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Run python `args` with the fake browser and a short limit; (result, seconds)."""
+    """Run python `args` with the fake browser and a limit of `limit_s`; (result, seconds)."""
     env = {
         **os.environ,
         "FORENSICS_CHROMIUM": str(browser),
-        TIMEOUT_VAR: str(LIMIT_S),
+        TIMEOUT_VAR: str(limit_s),
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     start = time.monotonic()
@@ -170,13 +170,17 @@ export(specs, Path(sys.argv[1]), warn=lambda m: print("warning:", m))
 
 
 def test_a_browser_that_exits_at_once_fails_fast(tmp_path: Path) -> None:
-    """A browser that dies on start is a failure, not a wait for the limit."""
+    """A browser that dies on start is a failure, not a wait for the limit. The limit here
+    (300 s) is beyond the subprocess's own timeout (90 s): code that waited it out fails
+    the test, with no timing of ours to flake on a loaded machine (a 15 s bound did, the
+    export's imports taking 15.4 s under load); the warning says "failed", not "did not
+    finish within"."""
     browser, pids = fake_browser(tmp_path, CRASHES)
-    done, seconds = run(["-c", ONE_EXPORT, str(tmp_path / "out")], browser, pids)
+    done, _ = run(["-c", ONE_EXPORT, str(tmp_path / "out")], browser, pids, limit_s=300)
     assert done.returncode == 0, done.stderr
-    assert seconds < BOUND_S / 2, f"took {seconds:.1f} s"
     warnings = [line for line in done.stdout.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "failed" in warnings[0], done.stdout
+    assert "did not finish" not in warnings[0]
     assert left_behind(pids) == []
     assert (tmp_path / "out" / "a.html").is_file() and not (tmp_path / "out" / "a.png").exists()
 
