@@ -160,9 +160,8 @@ def _fading_train(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None
 
 def _top_index(inc: Incident) -> int | None:
     """Which of the incident's peaks (0: the first) rose most against the trend."""
-    rises = [_log_resid(inc, s, v) for s, v in inc.peaks]
-    finite = [(r, i) for i, r in enumerate(rises) if r is not None and np.isfinite(r)]
-    return max(finite)[1] if finite else None
+    rises = _finite_rises(inc)
+    return max(rises, key=lambda ir: (ir[1], ir[0]))[0] if rises else None
 
 
 def _late_growth(f: dict[str, FeatureValue], cfg: DetectConfig, top: int | None) -> float | None:
@@ -323,11 +322,16 @@ def _echo_fade(inc: Incident) -> float | None:
     that a stale second moment keeps acting on) rings and dies out: its echoes fade. A
     setting the run cannot sustain (an LR too high for its curvature) kicks again and
     harder: its spikes grow until it diverges or the LR comes down."""
-    rises = [_log_resid(inc, s, v) for s, v in inc.peaks]
-    finite = [r for r in rises if r is not None and np.isfinite(r)]
+    finite = [r for _, r in _finite_rises(inc)]
     if len(finite) < 2 or max(finite) <= 0:
         return None
     return float(np.clip(finite[-1] / max(finite), 0, 1))
+
+
+def _finite_rises(inc: Incident) -> list[tuple[int, float]]:
+    """(index, log rise against the trend) of each peak whose rise is finite."""
+    rises = [_log_resid(inc, s, v) for s, v in inc.peaks]
+    return [(i, float(r)) for i, r in enumerate(rises) if r is not None and np.isfinite(r)]
 
 
 def _random_level(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None:
@@ -612,11 +616,11 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
         length = precursor_len(start, cfg)
         if len(g.steps):
             length = max(length, min(16.0 * data.interval, float(start - g.steps[0])))
-        out["grad_drift"] = _drift_ratio(g, start, cfg, length)
+        out["grad_drift"] = _drift_ratio(g, start, length)
         # the same window, gap steps earlier: shrinking it again would leave too few points
         # to say whether a drift was there
         gap = max(cfg.drift_gap_steps, 3 * data.interval)
-        out["grad_drift_early"] = _drift_ratio(g, int(start - gap), cfg, length)
+        out["grad_drift_early"] = _drift_ratio(g, int(start - gap), length)
     if data.has("param_norm"):
         out["param_drift"] = _param_drift(data.aux["param_norm"], inc.onset_step, cfg)
     if data.has("update_norm"):
@@ -633,13 +637,10 @@ def _max(v: np.ndarray) -> float | None:
     return float(v.max()) if len(v) else None
 
 
-def _drift_ratio(
-    m: Metric, onset: int, cfg: DetectConfig, length: float | None = None
-) -> float | None:
-    """Median of the last quarter of the precursor window (`length` steps, else the
-    precursor's) over the lowest quarter median: a rise at the end of the window, not hidden
-    by the norm's decline earlier in training."""
-    p = precursor_len(onset, cfg) if length is None else length
+def _drift_ratio(m: Metric, onset: int, p: float) -> float | None:
+    """Median of the last quarter of the `p` steps before `onset` over the lowest quarter
+    median: a rise at the end of the window, not hidden by the norm's decline earlier in
+    training."""
     st, v = m.window_steps(onset - p, onset - 1)
     ok = np.isfinite(v)
     st, v = st[ok], v[ok]
