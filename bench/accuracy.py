@@ -168,12 +168,14 @@ def _detect_direct(run: SynthRun, rules: list[Any]) -> tuple[list[dict], int]:
 
 
 def _rows(det: Any) -> list[dict[str, Any]]:
-    """A direct detection's incidents as incidents.json gives them (the fields scored)."""
+    """A direct detection's incidents as incidents.json gives them (the fields scored, and
+    the features and evidence a --dump keeps for reading a miss)."""
     return [
         to_json({"id": i.id, "peak_step": i.peak_step, "onset_step": i.onset_step,
                "end_step": i.end_step, "type": i.type, "cause": i.cause,
                "confidence": i.confidence, "recovery": i.recovery,
-               "peaks": [{"step": s, "value": v} for s, v in i.peaks]})
+               "peaks": [{"step": s, "value": v} for s, v in i.peaks],
+               "features": i.features, "evidence": [e.as_dict() for e in i.evidence]})
         for i in det.incidents
     ]  # fmt: skip
 
