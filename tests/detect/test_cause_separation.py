@@ -474,3 +474,42 @@ def test_spikes_still_growing_long_after_the_largest_gradient_are_the_lrs(
     shown = ("echo_fade", "grad_lead", "lr_frac", "lr_frac_peak", "type", "log_interval")
     assert feats["late_growth"] == float(grow), {k: feats[k] for k in shown}
     assert found[0]["cause"] == cause
+
+
+def _diverging_lr_train(drift: float) -> Callable[[int, float], tuple[float, float]]:
+    """Past the peak (the LR at ~80% of it): the gradient norm grows `drift`x over the 300
+    steps before 1100, then spikes at 1100, 1170 and 1240, each larger than the last with a
+    kick of its own (5x), and from 1250 the loss climbs to e times its trend and stays."""
+    peaks = [(1100, 0.2), (1170, 0.3), (1240, 0.45)]
+
+    def shape(step: int, loss: float) -> tuple[float, float]:
+        g = drift ** min(1.0, max(0.0, (step - 800) / 300))
+        k = 0.0
+        for at, amp in peaks:
+            if at - 3 <= step < at:
+                k += amp * (step - at + 4) / 4
+                g *= 5.0
+            elif step >= at:
+                k += amp * math.exp(-(step - at) / 15)
+        k += min(1.0, max(0.0, (step - 1250) / 60))
+        return loss * math.exp(k), g * (1 + 4 * min(1.0, max(0.0, (step - 1250) / 60)))
+
+    return shape
+
+
+@pytest.mark.parametrize(("drift", "cause"), [(1.6, "lr_too_high"), (1.0, "stale_beta2")])
+def test_a_divergence_after_recurring_spikes_and_a_drift_past_the_peak_is_the_lrs(
+    tmp_path: Path, drift: float, cause: str
+) -> None:
+    """Spikes that kept coming, then a divergence at 80% of the peak LR, the gradient norm
+    drifting up before them: the lr-too-high rule asked for the LR within 10% of its peak
+    (or a 2x drift), so it read as unknown (third generator, 14 sets: 3 such divergences,
+    seeds 15600084, 15900179, 16100139). The divergence refutes a batch, the drift a stale
+    second moment. Without the drift the kicks, beta2 0.999, stay stale beta2's."""
+    run = _write(tmp_path / "run", _diverging_lr_train(drift), {"adam_beta2": 0.999}, every=4)
+    found = stored_incidents(run, tmp_path)
+    assert found and found[-1]["type"] == "divergent", found
+    feats = stored_features(tmp_path)[-1]
+    shown = ("lr_frac", "grad_drift", "grad_drift_early", "echo_count", "type")
+    assert 0.6 <= feats["lr_frac"] < 0.9, {k: feats[k] for k in shown}
+    assert found[-1]["cause"] == cause, {k: feats[k] for k in shown}
