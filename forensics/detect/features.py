@@ -486,7 +486,9 @@ def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:
     the 3 logged losses before and after it are finite, none is itself a spike or a dip
     (rise_min and z_min sigmas, the screen's test), and the median of the 3 after is back
     near the trend (no lasting effect). Each point within 3 sigma would be a noise test:
-    with 6 heavy-tailed points one in a dozen faults would fail it."""
+    with 6 heavy-tailed points one in a dozen faults would fail it. A finite loss peak of
+    the incident beyond those points is a rise the bad value does not explain (an fp16
+    overflow's inf gradient norm, the loss up tens of steps later): not isolated."""
     bad = {
         e.step for e in inc.events if e.kind in ("nonfinite_loss", "nonfinite_grad", "absurd_grad")
     }
@@ -497,6 +499,9 @@ def _isolated(inc: Incident, data: RunData, cfg: DetectConfig) -> float:
     i, j = np.searchsorted(st, step, side="left"), np.searchsorted(st, step, side="right")
     idx = np.r_[max(0, i - 3) : i, j : min(len(st), j + 3)]
     if i == 0 or j >= len(st):
+        return 0.0
+    lo, hi = st[idx[0]], st[idx[-1]]
+    if any(not lo <= s <= hi for s, val in inc.peaks if val is not None and np.isfinite(val)):
         return 0.0
     x = v[idx]
     if not np.all(np.isfinite(x) & (x > 0)):

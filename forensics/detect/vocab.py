@@ -84,8 +84,9 @@ FEATURES: dict[str, str] = {
     "window_closed": "1 when the run went on past the end of the recovery window, else 0",
     "nonfinite_loss": "non-finite loss points from the onset to the end of the incident",
     "nonfinite_grad": "non-finite grad-norm points from the onset to the end of the incident",
-    "isolated_nonfinite": "1 when exactly one non-finite or absurd value is seen and the "
-    "points on both sides are finite and near the trend, else 0",
+    "isolated_nonfinite": "1 when exactly one non-finite or absurd value is seen, the "
+    "points on both sides are finite and near the trend, and no finite loss peak of the "
+    "incident lies beyond them, else 0",
     "transient_bad": "bad values (non-finite loss or grad norm, absurd grad norm, a loss "
     "at absurd_loss_ratio x the initial loss or absurd_uniform_ratio x ln V, whichever is "
     "lower, or more; beside one of them, a loss "
