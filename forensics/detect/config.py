@@ -56,7 +56,8 @@ class DetectConfig:
     # 3-point median) within the next `startup_return_points` points (screen.startup_spikes),
     # and both tests go on after start-up while the trend lags the descent (screen.lag_end).
     # Not in the first `startup_steps` steps: Adam's first updates and the fp16 loss-scale
-    # search jump around there (a tiny model at 4x its sane LR spikes +46% at step 7).
+    # search jump around there (a tiny model at 4x its sane LR spikes +46% at step 7), nor
+    # while a loss-scale search that began there goes on, where the log shows it.
     startup_return_points: int = 8
     startup_steps: int = 20
     # A short log (an excerpt pasted into an issue: 5-15 lines around the spike) cannot

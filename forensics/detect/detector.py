@@ -41,12 +41,18 @@ from forensics.detect.unread import unread_metrics, without
 from forensics.nonfinite import signed_percent
 
 
-def screen_loss(data: RunData, cfg: DetectConfig) -> Screen:
+def screen_loss(
+    data: RunData, cfg: DetectConfig, clusters: list[ev.Cluster] | None = None
+) -> Screen:
+    """The loss's screen; `clusters` (the run's events) tell where the fp16 loss-scale
+    search of the first steps ended, through which start-up is judged as the optimizer's
+    own start."""
     v = data.loss.values
     ok = np.isfinite(v)
     if ok.any() and np.all(v[ok] > 0):
         ok &= v > 0
-    sc = screen_series(data.loss.steps[ok], v[ok], cfg)
+    search = ev.startup_end(clusters, cfg.startup_steps) if clusters else 0
+    sc = screen_series(data.loss.steps[ok], v[ok], cfg, search)
     sc.shifts = schedule_shifts(data)
     return sc
 
@@ -584,7 +590,10 @@ def detect_data(
             f"{data.run_id}: {finite} finite logged loss points: the loss curve is not "
             "screened; only non-finite values, gradient norms and the loss scale are"
         )
-    sc = screen_loss(data, cfg)
+    all_events = ev.collect(data, cfg)
+    gap = max(cfg.event_gap_steps, 3 * data.interval)
+    clusters = ev.cluster(all_events, gap, max(3.0, data.interval))
+    sc = screen_loss(data, cfg, clusters)
     burn_step = int(sc.steps[sc.burn_in]) if sc.burn_in < len(sc.steps) else data.last_step
     if finite < 3:  # no loss curve tells where start-up ends: every event counts
         burn_step = -1
@@ -592,9 +601,6 @@ def detect_data(
     climb = warmup_rise(sc, data, incidents, cfg) if finite >= 3 else None
     if climb is not None:
         incidents.append(climb)
-    all_events = ev.collect(data, cfg)
-    gap = max(cfg.event_gap_steps, 3 * data.interval)
-    clusters = ev.cluster(all_events, gap, max(3.0, data.interval))
     start_end = ev.startup_end(clusters, _search_end(burn_step, incidents, gap))
     skipped: list[NearMiss] = []
     for c in clusters:

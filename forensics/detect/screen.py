@@ -173,8 +173,11 @@ def level_shift(x: np.ndarray, trend: np.ndarray, cfg: DetectConfig) -> np.ndarr
     return (short - base).to_numpy().astype(float)
 
 
-def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> Screen:
-    """Screen the finite points of one series; `values` must be finite."""
+def screen_series(
+    steps: np.ndarray, values: np.ndarray, cfg: DetectConfig, startup_until: int = 0
+) -> Screen:
+    """Screen the finite points of one series; `values` must be finite. Until step
+    `startup_until` (at least cfg.startup_steps) only a doubling counts at start-up."""
     x, log_space = to_log(values)
     trend = trailing_median(x, cfg.trend_points)
     resid = x - trend
@@ -199,7 +202,7 @@ def screen_series(steps: np.ndarray, values: np.ndarray, cfg: DetectConfig) -> S
     both_from = None
     if log_space and start:
         end = lag_end(x, trend, start, cfg)
-        jump, both_from = startup_spikes(steps, x, end, cfg)
+        jump, both_from = startup_spikes(steps, x, end, cfg, startup_until)
         flagged[:end] |= jump
         sharp[:end] |= jump
     return Screen(
@@ -231,7 +234,7 @@ def lag_end(x: np.ndarray, trend: np.ndarray, start: int, cfg: DetectConfig) -> 
 
 
 def startup_spikes(
-    steps: np.ndarray, x: np.ndarray, start: int, cfg: DetectConfig
+    steps: np.ndarray, x: np.ndarray, start: int, cfg: DetectConfig, until: int = 0
 ) -> tuple[np.ndarray, int | None]:
     """Spikes among the first `start` points, where the long trailing trend lags the descent
     and the noise scale is not yet known. A point counts when it doubles the median of the 3
@@ -241,8 +244,11 @@ def startup_spikes(
     rise_min and z_min start-up noise scales. A descent is below the points before it, and
     a rise that stays (the LR warming up, the loss-scale search) never comes back: neither
     is a spike. The noise scale is that of the first differences over start-up. Only the
-    doubling counts in the first `startup_steps` steps, the optimizer's own start. Also
-    returns the first index the both-sides test judged (None: none), for the coverage note."""
+    doubling counts in the first `startup_steps` steps, the optimizer's own start, and up to
+    `until`: the end of the fp16 loss-scale search that began there, where the log shows it
+    (Megatron averages a window's loss over the steps it did not skip, so a window the
+    search skipped four steps of in five prints one step's noisy loss). Also returns the
+    first index the both-sides test judged (None: none), for the coverage note."""
     seg = x[: min(len(x), start + cfg.startup_return_points)]
     before = seg - trailing_median(seg, 3)
     jump = np.nan_to_num(before >= cfg.startup_jump, nan=False)[:start]
@@ -252,7 +258,7 @@ def startup_spikes(
     sigma = float(np.median(np.abs(d - np.median(d)))) * MAD_TO_SIGMA / np.sqrt(2)
     bar = max(cfg.rise_min, cfg.z_min * sigma)
     ahead = forward_min_median(seg, 3, cfg.startup_return_points)
-    judged = steps[: len(seg)] > cfg.startup_steps
+    judged = steps[: len(seg)] > max(cfg.startup_steps, until)
     both = (before >= bar) & (seg - ahead >= bar) & judged
     first = int(np.argmax(judged[:start])) if judged[:start].any() else None
     return jump | np.nan_to_num(both, nan=False)[:start], first

@@ -178,3 +178,35 @@ def test_a_spike_while_the_trend_lags_the_descent_is_found(tmp_path: Path, seed:
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
 def test_the_lagging_descent_alone_is_no_incident(tmp_path: Path, seed: int) -> None:
     assert stored_incidents(_write_lagging(tmp_path / "run", seed, spike_at=None), tmp_path) == []
+
+
+def _write_scale_search(folder: Path, searching: bool) -> Path:
+    """An fp16 fine-tune logged every 2 steps: the loss scale starts at 2^32 and halves at
+    every logged point until step 40 (the scaler's start-up search; `searching`), or holds
+    at 65536; a one-point +35% jump at step 30 either way."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    rng = np.random.default_rng(1)
+    with SummaryWriter(str(folder)) as w:
+        for step in range(2, FT_STEPS + 1, 2):
+            loss = (2.2 + 0.6 * math.exp(-step / 1500)) * math.exp(rng.normal(0, 0.02))
+            if step == 30:
+                loss *= math.exp(0.3)
+            scale = 2.0 ** max(16, 32 - step // 2) if searching else 65536.0
+            w.add_scalar("train/loss", loss, step)
+            w.add_scalar("train/lr", 5e-5 * min(1.0, step / 200), step)
+            w.add_scalar("train/loss_scale", scale, step)
+    return folder
+
+
+@pytest.mark.parametrize(("searching", "found"), [(True, []), (False, [30])])
+def test_while_the_scale_search_of_the_first_steps_goes_on_only_a_doubling_counts(
+    tmp_path: Path, searching: bool, found: list[int]
+) -> None:
+    """The fp16 scaler's start-up search skips steps; Megatron averages a window's loss over
+    the steps it did not skip, so a window with one step left prints one step's noisy loss,
+    and the both-sides test named such a point at step 25 of a clean run an fp16 overflow
+    (third generator, seed 16700083). Start-up is the optimizer's own start until the
+    search that began in it ends; the same jump with the scale holding is an incident."""
+    run = _write_scale_search(tmp_path / "run", searching)
+    assert [i["peak_step"] for i in stored_incidents(run, tmp_path)] == found
