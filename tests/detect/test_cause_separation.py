@@ -540,3 +540,39 @@ def test_a_rise_long_after_one_inf_gradient_is_not_a_transient_fault(
     feats = stored_features(tmp_path)[0]
     assert feats["isolated_nonfinite"] == 0.0
     assert found[0]["cause"] != "hardware_fault"
+
+
+def _lr_train_split() -> Callable[[int, float], tuple[float, float]]:
+    """A too-high LR at its peak: the gradient norm doubles over the 250 steps before 400,
+    a spike there with its kick (10x) that heals, then 160 steps later another kick (10x),
+    a spike with an echo 60 steps on, and the loss left 10% above its trend. The gradient
+    holds its doubled level after 400: before the second spike it no longer drifts."""
+
+    def shape(step: int, loss: float) -> tuple[float, float]:
+        g = 2.0 ** min(1.0, max(0.0, (step - 150) / 250))
+        k = 0.0
+        for at, amp in ((400, 0.3), (560, 0.3), (620, 0.35)):
+            if at - 3 <= step < at:
+                k += amp * (step - at + 4) / 4
+                g *= 10.0 if at != 620 else 4.0
+            elif step >= at:
+                k += amp * math.exp(-(step - at) / 12)
+        k += 0.1 * min(1.0, max(0.0, (step - 560) / 200))
+        return loss * math.exp(k), g
+
+    return shape
+
+
+def test_a_later_spike_at_the_lr_an_earlier_incident_was_attributed_to_is_the_lrs(
+    tmp_path: Path,
+) -> None:
+    """The first spike reads as the LR's (the drift before it); the second, its drift
+    spent, read as stale beta2 (a 10x kick, an echo, beta2 0.999), although the run had
+    just shown that this LR destabilises it and the kicks before had filled v (third
+    generator, 14 sets: 3 such trains, seed 16200081 among them)."""
+    run = _write(tmp_path / "run", _lr_train_split(), {"adam_beta2": 0.999}, every=10)
+    found = stored_incidents(run, tmp_path)
+    assert [i["onset_step"] // 10 for i in found] == [40, 56], found
+    later = stored_features(tmp_path)[1]
+    assert later["lr_vs_earlier_lr_too_high"] >= 0.5
+    assert [i["cause"] for i in found] == ["lr_too_high", "lr_too_high"]
