@@ -1064,11 +1064,19 @@ def _bar_step(tpl: Template, lits: list[str], lowered: list[str], bar: tuple[int
     if not words <= _TRAIN_BAR_WORDS:
         return
     tpl.step_slot, tpl.keyed, tpl.bar = counter, True, True
-    epochs = [j for j in range(pct) if lowered[j] == "epoch"]
+    epochs = [j for j in range(pct) if _epoch_key(lowered[j])]
     if epochs:
         tpl.epoch_slot, tpl.total_slot = epochs[-1], counter + 1
     else:  # SpeechBrain's bare bar restarts after its `Going into epoch E` (_epoch_headers)
         tpl.per_epoch, tpl.total_slot = True, counter + 1
+
+
+def _epoch_key(key: str) -> bool:
+    """A key that names the epoch: `epoch`, or a phrase the aliases call the epoch (the
+    PyTorch MNIST example's `Train Epoch: 3`, which open_clip and many bars print; OpenRLHF's
+    `Train step of epoch 0`). Only `epoch` itself was taken for one: `Train Epoch` was a
+    metric `train_epoch`, and the counter beside it was never counted over epochs."""
+    return key == "epoch" or (bool(key) and alias_table().canonical(key) == "epoch")
 
 
 def _epoch_counter(tpl: Template, lits: list[str], lowered: list[str], skip: set[int]) -> None:
@@ -1106,10 +1114,12 @@ def _epoch_iteration(tpl: Template, lits: list[str], skip: set[int]) -> None:
     for i in range(1, len(lits) - 2):
         if lits[i + 1].strip() != "/":
             continue
-        if lits[i].strip() == "[" and _TRAIN_EPOCH.search(lits[i - 1]):
-            # timm's `Train: 12 [  50/1251 (  4%)]`: epoch 12, its batch 50 of 1251
+        timm = _TRAIN_EPOCH.search(lits[i - 1]) is not None
+        if lits[i].strip() == "[" and (timm or _epoch_key(_key_before(lits[i - 1]).lower())):
+            # timm's `Train: 12 [  50/1251 (  4%)]`: epoch 12, its batch 50 of 1251; the
+            # MNIST example's `Train Epoch: 0 [ 6464/109468 (3%)]` (open_clip): its samples
             tpl.epoch_slot, tpl.step_slot, tpl.total_slot = i - 1, i, i + 1
-            tpl.epoch_from_zero = True  # `for epoch in range(start_epoch, num_epochs)`
+            tpl.epoch_from_zero = timm  # `for epoch in range(start_epoch, num_epochs)`
             skip.update({i - 1, i + 1})
             return
         if not _NEXT_BRACKET.search(lits[i]):
