@@ -85,3 +85,13 @@ def test_epoch_bar_counts_over_epochs(tmp_path: Path) -> None:
     assert set(m["loss"]) == set(ends) and m["it/s"][ends[1]] == 52.14
     assert "train_epoch" not in m
 
+
+def test_validation_bar_is_the_split_at_the_training_step(tmp_path: Path) -> None:
+    # before: the `Valid Epoch` bar counted to another total than the training bar's and
+    # its lines were dropped: the validation's NaN loss was lost (only the summary's
+    # misspelt `Val_los` kept one)
+    _, m, _ = _stored(tmp_path, DMRGCN_1)
+    ends = [e * 2785 for e in (16, 17, 18)]
+    assert set(m["val_loss"]) == set(ends)
+    assert all(math.isnan(v) for v in m["val_loss"].values())
+    assert m["val/it/s"][ends[0]] == 143.71 and "valid_epoch" not in m

@@ -521,7 +521,8 @@ def infer(text: str, count: int) -> Template:
     after_split = "" if tpl.glued else _evaluation_after_step(tpl, lowered, skip)
     if tpl.step_slot is None and not tpl.glued:
         _step_key(tpl, lowered, lits, skip)
-    if tpl.step_slot is None and bar is not None:
+    bar_split = _evaluation_bar(lowered, bar, skip) if bar is not None else ""
+    if tpl.step_slot is None and bar is not None and not bar_split:
         _bar_step(tpl, lits, lowered, bar)
     if tpl.step_slot is None:
         _epoch_counter(tpl, lits, lowered, skip)
@@ -537,7 +538,7 @@ def infer(text: str, count: int) -> Template:
             tpl.per_epoch, tpl.total_slot = True, 1
     if tpl.step_slot is None:
         _epoch_iteration(tpl, lits, skip)
-    split_word = after_split or _split_of(lits, befores) or _summary_split(lits)
+    split_word = after_split or _split_of(lits, befores) or _summary_split(lits) or bar_split
     # the line names its evaluation's counter (`Test with Pass 0`) or step (`after step 4`)
     counted_split = bool(after_split)
     entries = dict_entries(lits)
@@ -1050,6 +1051,22 @@ def _progress_bar(lits: list[str], skip: set[int]) -> tuple[int, int] | None:
             skip.add(i)
             return i, i + 1
     return None
+
+
+def _evaluation_bar(lowered: list[str], bar: tuple[int, int], skip: set[int]) -> str:
+    """The split of a bar whose description keys name it (`Valid Epoch: 16 Loss: nan: 100%|
+    660/660`, DMRGCN#1, beside its `Train Epoch: 16 Loss: 0.36: 100%| 2785/2785`): the
+    evaluation's bar, no record of its own. Its counter and epoch are no values; its loss is
+    the split's, at the training step before it. (Read as a training bar, it counted to
+    another total than the training bar's and was dropped, the validation's NaN lost.)"""
+    pct, counter = bar
+    for key in lowered[:pct]:
+        words = re.findall(r"[a-z]+", key)
+        split = next((w for w in words if w in _SPLITS and w != "train"), "")
+        if split and len(words) > 1 and _epoch_key(" ".join(w for w in words if w != split)):
+            skip.update({j for j in range(pct) if lowered[j] == key} | {counter})
+            return "val" if split in ("val", "valid", "validation") else split
+    return ""
 
 
 def _bar_step(tpl: Template, lits: list[str], lowered: list[str], bar: tuple[int, int]) -> None:
