@@ -95,3 +95,30 @@ def test_validation_bar_is_the_split_at_the_training_step(tmp_path: Path) -> Non
     assert set(m["val_loss"]) == set(ends)
     assert all(math.isnan(v) for v in m["val_loss"].values())
     assert m["val/it/s"][ends[0]] == 143.71 and "valid_epoch" not in m
+
+
+# ----- PyTorch-GAN style: `[Epoch 4/151] [Batch 200/200] [acc: ...] [G loss: ...]` ----------------
+# Quoted as printed in https://github.com/lihuantong/HAST/issues/3 (its losses NaN from epoch 5;
+# the `[Batch 100/100] [acc: ...]` lines are the test pass after each epoch; the line
+# that ends in a blank is written with `\x20`).
+HAST_3 = """\
+2023-10-11 08:20:26,583 INFO: [Epoch 4/151] [Batch 200/200] [acc: 0.9688%] [G loss: 5.805516] [One-hot loss: 5.696794] [BNS_loss:1.087222]
+2023-10-11 08:21:52,157 INFO: [Epoch 4/151] [Batch 100/100] [acc: 0.8820%]
+2023-10-11 08:21:52,158 INFO: #==>Best Result is: Top1 Error: 98.908000, Top5 Error: 95.984000
+2023-10-11 08:21:52,158 INFO: #==>Best Result is: Top1 Accuracy: 1.092000, Top5 Accuracy: 4.016000
+2023-10-11 08:21:52,654 INFO: Reducer buckets have been rebuilt in this iteration.
+2023-10-11 08:22:25,695 INFO: [Epoch 5/151] [Batch 200/200] [acc: 94.8750%] [loss KL: nan] [loss FA: nan] [loss perturbed KL: nan] [loss perturbed FA: nan]\x20
+2023-10-11 08:23:55,065 INFO: [Epoch 5/151] [Batch 100/100] [acc: 0.1000%]
+"""  # noqa: E501
+
+
+def test_bracketed_fields_are_no_logger_tags(tmp_path: Path) -> None:
+    # before: every leading `[...]` without `=` that did not open with s or i was taken for
+    # a logger's tag (`[rank0]`, `[titan]`) and went with the prefix: `[Epoch 4/151] [Batch
+    # 200/200] [acc: ...] [G loss: ...]` lost all its fields, and the file was no known
+    # format (its NaN losses never read)
+    fmt, m, w = _stored(tmp_path, HAST_3)
+    assert fmt == "generic_text"
+    assert m["g_loss"] == {800: 5.805516} and m["bns_loss"] == {800: 1.087222}
+    assert set(m["loss_kl"]) == {1000} and math.isnan(m["loss_kl"][1000])
+    assert math.isnan(m["loss_perturbed_fa"][1000])

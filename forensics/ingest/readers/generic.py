@@ -116,6 +116,13 @@ _MASKED_TAG = r"\x01([A-Za-z]+)\x01"
 # prefix goes, then restored.
 _BRACKET_FIELD = r"[A-Za-z_][\w./\-]*:\s+[-+]?(?:\d|(?i:nan|inf))"
 _FIELDS_BRACKET = rf"\[([^\]]*?{_BRACKET_FIELD}[^\]]*?[|,]\s*{_BRACKET_FIELD}[^\]]*)\]"
+# One field in brackets, no logger's tag: a counter and its total or a named value
+# (PyTorch-GAN's `[Epoch 4/151] [Batch 200/200] [D loss: 0.69] [G loss: nan]`). Taken for tags,
+# every bracket of such a line went with the prefix and nothing was left to read. (A blank
+# after the colon: `[olmo_core.train.callbacks.console_logger:68]` is a logger's tag.)
+_FIELD_BRACKET = (
+    r"\[(\s*[A-Za-z][\w .\-]*?(?:\s\d+\s*/\s*\d+|:\s+[-+]?(?:\d|(?i:nan|inf)))[^\]]*)\]"
+)
 # CLU's LoggingWriter (Flax examples, T5X) logs `[%d]%s %s`: the step in brackets, then
 # `k=v, ...` (`I0919 ... logging_writer.py:35] [100] train_loss=6.95`, T5X's `[100]
 # collection=train loss=4.25`); big_vision's writer logs `[%d] name = value`, one metric a line.
@@ -1240,6 +1247,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")
         .str.replace_all(_EPOCH_HEAD, "\x01${1}\x01[")
         .str.replace_all(_FIELDS_BRACKET, "\x02${1}\x03")
+        .str.replace_all(_FIELD_BRACKET, "\x02${1}\x03")
         .str.replace(_PREFIX, "")
         .str.replace(_PROGRESS_DOTS, "")
         .str.replace_all(_MASKED_TAG, "[${1}]")
