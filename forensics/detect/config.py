@@ -207,6 +207,13 @@ class DetectConfig:
     # A kick's own updates are spent this many steps after it (Adam's first moment keeps
     # 0.9^50 = 0.5%): spikes still growing later are not its echoes (features.late_growth).
     kick_reach_steps: int = 50
+    # After the largest gradient, the gradient norm is read from this many steps on (past a
+    # batch's own step and the next ones that still carry some of its gradient) over
+    # afterglow_steps (at least 2 log intervals): a batch the optimizer damped leaves the
+    # next batches' gradients where they were; amplified updates move the model, whose
+    # gradients stay up while it returns (features.grad_afterglow).
+    afterglow_skip: int = 3
+    afterglow_steps: int = 20
     # --- classification (classify.py) ---------------------------------------------------
     # Below this confidence the cause is `unknown` and the rule is listed as a hypothesis.
     min_confidence: float = 0.5

@@ -613,6 +613,7 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
                 _ratio(float(v[worst]), base) if np.isfinite(v[worst]) else float("inf")
             )
             out["grad_lead"] = float(top_step(inc, data) - st[worst])
+            out["grad_afterglow"] = _afterglow(g, int(st[worst]), base, data.interval, cfg)
         signs = _overflow_signs(inc, data, g)
         out.update(_overflows(inc, signs))
         start = _cascade_start(inc, data, signs)
@@ -635,6 +636,24 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
             finite_median(_precursor(u, inc.onset_step, cfg)[1]),
         )
     return out
+
+
+def _afterglow(
+    g: Metric, kick: int, base: float | None, interval: float, cfg: DetectConfig
+) -> float | None:
+    """Median grad norm over the logged points from afterglow_skip steps after the largest
+    gradient, over max(afterglow_steps, 2 log intervals), / the precursor's median. A
+    rare-token batch's gradient is its own: the next batches' are back at the median (our
+    simulator: 14.4 at the batch, 0.40 four steps on, the median 0.40). Updates a stale
+    second moment amplified moved the model, whose gradients stay up while it returns
+    (3.7 at the kick, 2.3 and 2.1 eight and twelve steps on: the median ~5x). None with
+    fewer than 2 finite points there."""
+    lo = kick + cfg.afterglow_skip
+    _, v = g.window_steps(lo + 0.5, lo + max(cfg.afterglow_steps, 2 * interval))
+    v = v[np.isfinite(v)]
+    if len(v) < 2 or base is None:
+        return None
+    return _ratio(float(np.median(v)), base)
 
 
 def _max(v: np.ndarray) -> float | None:

@@ -102,6 +102,9 @@ FEATURES: dict[str, str] = {
     "(inf when non-finite)",
     "grad_lead": "step where the loss first reaches 80% of its rise - step of that largest grad "
     "norm (>0: the gradient came first)",
+    "grad_afterglow": "median grad norm over the logged points from 3 steps after that "
+    "largest grad norm, over max(20 steps, 2 log intervals) / the precursor's median: the "
+    "model's own gradient after the kick (amplified updates moved it), not the batch's",
     "grad_drift": "median grad norm over the last quarter of the precursor window (at least "
     "16 log intervals, as far back as the log goes) / the lowest median of its four quarters "
     "(a slow rise before the onset, or before the first overflow of a cascade that began "
