@@ -481,6 +481,7 @@ def infer(text: str, count: int) -> Template:
     befores = [_key_before(_UNIT_GLUED.sub("", lits[i]) if i else lits[i]) for i in range(n)]
     skip: set[int] = set()
     weighted = False  # a loss term printed with its weight: a line under its iteration's
+    eval_batches = False  # an evaluation's line that counts its batches (`Test: [ 50/195]`)
     for i in range(n):
         before = lits[i]
         if i and before.strip() in ("/", "of"):  # `N/M`: M is a total
@@ -581,6 +582,7 @@ def infer(text: str, count: int) -> Template:
             continue  # PaddleNLP `valid step 2000, batch: 10, loss:`: the counter, no metric
         if key.lower() in _SPLITS and lits[i + 1].strip() == "/":
             skip.add(i + 1)  # timm `Test: [  50/195]`: the evaluation's batch counter
+            eval_batches = True
             continue
         if key.lower() in _SPLITS and _AT_STEP.match(lits[i + 1]):
             continue  # Transformer-XL `| Eval  12 at step 48000 |`: the evaluations' count
@@ -591,6 +593,8 @@ def infer(text: str, count: int) -> Template:
         tpl.names[i] = _in_section(_rate_by_unit(key, lits[i + 1]), sections[i])
     if split_word:
         _evaluation_names(tpl, split_word, sections, counted_split)
+        if eval_batches:
+            _read_running_averages(tpl)
     elif tpl.step_slot is None:
         _evaluation_dict(tpl, lits)
     if tpl.glued:
@@ -630,6 +634,29 @@ def infer(text: str, count: int) -> Template:
     if loop:
         _evaluation_loop(tpl, loop.group(1).lower(), sections)
     return tpl
+
+
+def _running_average_slot(text: str, slot: int) -> int:
+    """The slot of the running average a meter prints after its value, `A (B)`, else `slot`.
+    timm's and the PyTorch ImageNet example's AverageMeter print `{val} ({avg})` (the batch's
+    value, then the mean since the meter was reset), and MetricLogger's SmoothedValue
+    `{median} ({global_avg})` (the median of a 20-value window, then the mean since reset):
+    either way the number in parentheses is the one over the whole loop."""
+    lits = text.split(SLOT)
+    after = lits[slot + 2] if slot + 2 < len(lits) else ""
+    return slot + 1 if lits[slot + 1].strip() == "(" and after.lstrip()[:1] == ")" else slot
+
+
+def _read_running_averages(tpl: Template) -> None:
+    """A line that closes a loop reports the loop by the running averages it prints beside
+    each value (`loss: 6.5993 (6.5925)`): MAE / DeiT / BEiT's `Averaged stats:` line (the
+    meters, reset every epoch, after `synchronize_between_processes`, which all-reduces
+    their count and total but not their window) and the lines of an evaluation that counts
+    its batches (timm's `Test: [ 50/195]  Loss:  5.331 ( 5.310)`; `validate()` returns
+    `losses_m.avg`). The window median or last batch before it is no statistic of the epoch
+    or the evaluation, and would hide a NaN that the average kept (`grad_norm: 0.3922
+    (nan)`)."""
+    tpl.names = {_running_average_slot(tpl.text, i): k for i, k in tpl.names.items()}
 
 
 def _dict_tail(text: str, lits: list[str]) -> bool:
@@ -1680,6 +1707,7 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
             summary = summary or "epoch" in keys or bool(_SUMMARY_WORDS & _literal_words(t))
         if summary:
             t.names = {i: _summary_name(k) for i, k in t.names.items()}
+            _read_running_averages(t)
             notes.append(
                 f"generic reader: {t.lines} lines like '{t.shown()[:100]}' summarise an epoch: "
                 "stored as epoch/<name>, apart from the per-iteration values"
