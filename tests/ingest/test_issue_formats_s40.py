@@ -58,3 +58,36 @@ def test_deit_test_lines_are_the_evaluations_means(tmp_path: Path) -> None:
     last = 49 * 31 + 30
     assert m["test/acc1"] == {last: 88.3813} and m["test/acc5"] == {last: 96.779}
     assert m["test_loss"] == {last: 0.445}  # the summary line's, printed after them
+
+
+# timm's validate() prints `Loss: {loss.val:>7.4f} ({loss.avg:>6.4f})` and returns
+# `losses_m.avg`: the evaluation's result is the last line's running mean. Quoted as printed
+# in https://github.com/huggingface/pytorch-image-models/issues/814 (another part of the
+# log test_issue_formats_s38.TIMM_814 quotes: the evaluation after epoch 2, then epoch 3).
+TIMM_814_TEST = """\
+Test: [ 195/195]  Time: 0.014 (0.541)  Loss:  5.5195 (3.9840)  Acc@1:  0.0000 (20.4420)  Acc@5: 11.2500 (43.0140)
+Test (EMA): [   0/195]  Time: 4.398 (4.398)  Loss:  6.7422 (6.7422)  Acc@1:  0.0000 ( 0.0000)  Acc@5:  0.0000 ( 0.0000)
+Test (EMA): [  50/195]  Time: 0.158 (0.595)  Loss:  7.1680 (7.0362)  Acc@1:  0.0000 ( 0.0000)  Acc@5:  0.0000 ( 0.3830)
+Test (EMA): [ 100/195]  Time: 0.942 (0.564)  Loss:  6.8789 (7.0247)  Acc@1:  0.0000 ( 0.0000)  Acc@5:  0.0000 ( 0.1934)
+Test (EMA): [ 150/195]  Time: 0.061 (0.557)  Loss:  6.9453 (7.0447)  Acc@1:  0.0000 ( 0.0000)  Acc@5:  0.0000 ( 0.3880)
+Test (EMA): [ 195/195]  Time: 0.014 (0.528)  Loss:  6.4414 (7.0312)  Acc@1:  0.0000 ( 0.1000)  Acc@5:  0.0000 ( 0.5000)
+Current checkpoints:
+ ('./output/train/20210818-145857-mobilenetv3_large_100-224/checkpoint-1.pth.tar', 0.1)
+ ('./output/train/20210818-145857-mobilenetv3_large_100-224/checkpoint-2.pth.tar', 0.1)
+ ('./output/train/20210818-145857-mobilenetv3_large_100-224/checkpoint-0.pth.tar', 0.092)
+
+Train: 3 [   0/5004 (  0%)]  Loss:  4.888789 (4.8888)  Time: 5.569s,   45.97/s  (5.569s,   45.97/s)  LR: 6.227e-02  Data: 5.177 (5.177)
+Train: 3 [  50/5004 (  1%)]  Loss:  5.365077 (5.2452)  Time: 0.211s, 1212.20/s  (0.707s,  362.28/s)  LR: 6.227e-02  Data: 0.013 (0.494)
+"""  # noqa: E501
+
+
+def test_timm_test_and_ema_test_lines(tmp_path: Path) -> None:
+    # before: `Test (EMA): [ 50/195]` was no split's counter: a metric `test_(ema)` = 195,
+    # and the EMA model's last batch loss 6.4414 replaced the training loss at the epoch's
+    # end (and `test_loss` was 5.5195, the last batch's own loss, until the commit before)
+    _, m, _ = _stored(tmp_path, TIMM_814_TEST)
+    end = 3 * 5004 - 1  # the step before epoch 3's first batch
+    assert m["test_loss"] == {end: 3.984} and m["test/time"] == {end: 0.541}
+    assert m["test_ema_loss"] == {end: 7.0312} and m["test_ema/time"] == {end: 0.528}
+    assert m["loss"] == {end + 1: 4.888789, end + 51: 5.365077}  # no evaluation's loss
+    assert "test_(ema)" not in m

@@ -520,6 +520,7 @@ def infer(text: str, count: int) -> Template:
         elif _DUR_AFTER.match(lits[i + 1]) or _DUR_BEFORE.search(before):
             skip.add(i)  # ESPnet2 `time=1 minute and 42.6 seconds`: a duration spelt out
     _local_values(lits, befores, skip)
+    qualifier = _qualified_split_counter(lits, befores)
     _slash_header(lits, befores, skip)
     _bracket_groups(lits, befores)
     # mmengine names the loop a counter belongs to: `Iter(train) [ 510/2046]` is an `iter`
@@ -547,6 +548,8 @@ def infer(text: str, count: int) -> Template:
     if tpl.step_slot is None:
         _epoch_iteration(tpl, lits, skip)
     split_word = after_split or _split_of(lits, befores) or _summary_split(lits) or bar_split
+    if split_word and qualifier:
+        split_word = f"{split_word}_{qualifier}"  # timm `Test (EMA):`: the EMA model's test
     # the line names its evaluation's counter (`Test with Pass 0`) or step (`after step 4`)
     counted_split = bool(after_split)
     entries = dict_entries(lits)
@@ -630,10 +633,30 @@ def infer(text: str, count: int) -> Template:
         tpl.cont = indented or (len(keys) <= _MAX_CONT_FIELDS and lossy) or _evaluation(keys)
         tpl.cont = tpl.cont or (weighted and bool(keys)) or _step_reward(keys)
         tpl.cont = tpl.cont or (bool(keys) and _dict_tail(tpl.text, lits))
+        # an evaluation that counts its batches (`Test (EMA): [ 50/195]`) ran after the step
+        tpl.cont = tpl.cont or (eval_batches and bool(keys))
     loop = _EVAL_LOOP.search(lits[0])
     if loop:
         _evaluation_loop(tpl, loop.group(1).lower(), sections)
     return tpl
+
+
+_QUALIFIED_SPLIT = re.compile(r"(?i)(val|valid|validation|eval|test)\s*\(\s*([a-z]\w*)\s*\)")
+
+
+def _qualified_split_counter(lits: list[str], befores: list[str]) -> str:
+    """timm's validate() names its line `'Test' + log_suffix`, and evaluates the EMA weights
+    with `log_suffix=' (EMA)'`: `Test (EMA): [  50/195]` is an evaluation's batch counter
+    like `Test: [  50/195]`, of another model. Its counter's key becomes the split word and
+    the qualifier (`ema`) is returned, to join the split of the line's names. Before, the
+    counter was a metric `test_(ema)` and the EMA model's loss replaced the training loss of
+    the step."""
+    for i, key in enumerate(befores):
+        found = _QUALIFIED_SPLIT.fullmatch(key.strip())
+        if found and lits[i + 1].strip() == "/":
+            befores[i] = found.group(1)
+            return found.group(2).lower()
+    return ""
 
 
 def _running_average_slot(text: str, slot: int) -> int:
