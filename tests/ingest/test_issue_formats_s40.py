@@ -91,3 +91,35 @@ def test_timm_test_and_ema_test_lines(tmp_path: Path) -> None:
     assert m["test_ema_loss"] == {end: 7.0312} and m["test_ema/time"] == {end: 0.528}
     assert m["loss"] == {end + 1: 4.888789, end + 51: 5.365077}  # no evaluation's loss
     assert "test_(ema)" not in m
+
+
+# ----- full-width colons: `训练次数：100, Loss：1.98` --------------------------------------------
+# Quoted as printed in https://github.com/xiaotudui/pytorch-tutorial/issues/1 (the tutorial's
+# train.py: `print("训练次数：{}, Loss：{}".format(total_train_step, loss.item()))`); the
+# issue's NaN lines are not in the quote: the last line is constructed in their shape.
+XIAOTUDUI_1 = """\
+训练数据集的长度为：50000
+测试数据集的长度为：10000
+-------第 1 轮训练开始------
+训练次数：100, Loss：1.9817659854888916
+训练次数：200, Loss：1.9057204723358154
+训练次数：300, Loss：1.7302981615066528
+训练次数：400, Loss：1.5506035089492798
+训练次数：500, Loss：1.6042922735214233
+训练次数：600, Loss：2.496931314468384
+训练次数：700, Loss：1.6171432733535767
+整体测试集上的Loss: 262.62046909332275
+整体测试集上的正确率: 0.3889999985694885
+模型已保存
+-------第 2 轮训练开始------
+训练次数：800, Loss：1.2562278509140015
+训练次数：900, Loss：nan
+"""
+
+
+def test_full_width_colons_and_a_chinese_step_key(tmp_path: Path) -> None:
+    # before: not recognised (`：` ended no key, and `训练次数` was no step's name)
+    fmt, m, _ = _stored(tmp_path, XIAOTUDUI_1)
+    assert fmt == "generic_text"
+    assert list(m["loss"]) == [100 * k for k in range(1, 10)]
+    assert m["loss"][600] == 2.496931314468384 and _nan_at(m["loss"]) == [900]

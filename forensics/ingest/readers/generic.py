@@ -164,6 +164,11 @@ _STEP_KEYS = (
     "s",
     "i",
     "up.",  # marian `Ep. 1 : Up. 14000 : Sen. 965,843 : Cost 5.20`: the update count
+    # Chinese: `训练次数：100, Loss：1.98` ("training steps", the PyTorch tutorial of
+    # xiaotudui/pytorch-tutorial and its many copies count `total_train_step`), `迭代次数`
+    # ("iterations")
+    "训练次数",
+    "迭代次数",
 )
 # Step keys that name a global counter wherever they stand in the line (fairseq prints
 # num_updates after a dozen other fields); the others count only among the first slots.
@@ -1284,10 +1289,25 @@ def _split_of(lits: list[str], befores: list[str]) -> str:
     return ""
 
 
+# Full-width punctuation a CJK input method types (`训练次数：100, Loss：1.98`): the ASCII
+# separator and the blank that the full width holds
+_FULL_WIDTH = {"\uff1a": ": ", "\uff0c": ", ", "\uff1b": "; "}
+
+
+def _ascii_punctuation(text: pl.Expr) -> pl.Expr:
+    """`text` with full-width colons, commas and semicolons as ASCII ones. A log printed
+    from code written with a Chinese or Japanese input method separates its keys and values
+    with `：` (xiaotudui/pytorch-tutorial#1: `训练次数：100, Loss：1.98`): no key ended
+    there, so no value had a name and the file was no known format."""
+    for wide, narrow in _FULL_WIDTH.items():
+        text = text.str.replace_all(wide, narrow, literal=True)
+    return text
+
+
 def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
     """line, text (prefix removed), tpl (numbers as slots, blank runs collapsed)."""
     body = (
-        pl.col("text")
+        _ascii_punctuation(pl.col("text"))
         .str.replace_all(_ANSI, "")
         .str.replace_all(_BARE_SGR, "${1}")
         .str.replace_all(_NAMED_NUMBER, "${1}_${2}/${3}")
