@@ -123,3 +123,35 @@ def test_full_width_colons_and_a_chinese_step_key(tmp_path: Path) -> None:
     assert fmt == "generic_text"
     assert list(m["loss"]) == [100 * k for k in range(1, 10)]
     assert m["loss"][600] == 2.496931314468384 and _nan_at(m["loss"]) == [900]
+
+
+# ----- `Time: <date>; Epoch: 69; LR, 3e-05; pid_loss: nan; ...` ----------------------------------
+# Quoted as printed in https://github.com/nengdong96/CSDN/issues/6 (the loss NaN at epoch 69,
+# each line ending in two blanks); the first line, epoch 68, is constructed in its shape.
+CSDN_6 = (
+    "Time: 2024-10-31 17:58:02; Epoch: 68; LR, 2.9999999999999997e-05; pid_loss: 1.0617;  "
+    "pid_loss_proj: 1.2211;  triplet_loss: 0.3125;  triplet_loss_proj: 0.3377;  "
+    "rgb_i2t_pid_loss: 0.9041;  ir_i2t_pid_loss: 0.9112;  msel_loss: 0.2116;  "
+    "msel_loss_proj: 0.2201;  \n"
+    """\
+Time: 2024-10-31 18:32:24; Epoch: 69; LR, 2.9999999999999997e-05; pid_loss: nan;  pid_loss_proj: nan;  triplet_loss: nan;  triplet_loss_proj: nan;  rgb_i2t_pid_loss: nan;  ir_i2t_pid_loss: nan;  msel_loss: nan;  msel_loss_proj: nan;\x20\x20
+Time: 2024-10-31 18:32:58; Test on Dataset: sysu,\x20
+mINP: 0.041896642218916355\x20
+mAP: 0.03601023155767768\x20
+ Rank: [0.01051801 0.02103603 0.03155404 0.04207205 0.05259006 0.06310808
+ 0.07362609 0.07888509 0.0894031  0.09992111 0.11043914 0.12095714
+ 0.13147517 0.14199317 0.15251116 0.1630292  0.17354718 0.18406521
+ 0.1945832  0.20510122]
+"""  # noqa: E501
+)
+
+
+def test_semicolon_fields_a_date_and_a_comma_key(tmp_path: Path) -> None:
+    # before: one such line a file was read with a metric `time` = 2024 (the date's year)
+    # and no learning rate (`LR, 3e-05`: the comma cut the key off its value); alone, the
+    # quoted line is one record, too few for a log
+    fmt, m, _ = _stored(tmp_path, CSDN_6)
+    assert fmt == "generic_text"
+    assert m["lr"] == {68: 2.9999999999999997e-05, 69: 2.9999999999999997e-05}
+    assert m["pid_loss"][68] == 1.0617 and _nan_at(m["pid_loss"]) == [69]
+    assert _nan_at(m["msel_loss_proj"]) == [69] and "time" not in m

@@ -438,7 +438,24 @@ def _key_before(lit: str) -> str:
     tag = _TAG_KEY.search(body)
     if tag:
         return _clean_key(tag.group(1))
-    return _clean_key(_FIELD_SEP.split(body)[-1])
+    return _clean_key(_comma_key(body) or _FIELD_SEP.split(body)[-1])
+
+
+def _comma_key(body: str) -> str:
+    """The key of a field `; LR, 3e-05;` in a line whose fields end at `;`: the field's text
+    before its one comma (nengdong96/CSDN#6 prints `Epoch: 69; LR, 3e-05; pid_loss: nan;`).
+    Cut at the comma as a field separator, the key was empty and the learning rate lost."""
+    _, semicolon, field = body.rpartition(";")
+    field = field.strip()
+    if semicolon and field.endswith(",") and field.count(",") == 1:
+        return field[:-1]
+    return ""
+
+
+def _glued_date(lits: list[str], i: int) -> bool:
+    """Slot i opens three numbers glued by their signs, a date `2024-10-31` (the `-10`, `-31`
+    already skipped as glued to it): the year is no value of the key before it."""
+    return i + 3 < len(lits) and lits[i + 1] == "" and lits[i + 2] == "" and bool(lits[i][-1:])
 
 
 def _rate_by_unit(key: str, after: str) -> str:
@@ -516,6 +533,8 @@ def infer(text: str, count: int) -> Template:
             skip.add(i)  # ms-swift `'elapsed_time': '4h 45m 21s'`: a number inside a text
         elif i + 2 < len(lits) and lits[i + 1] == "/" and lits[i + 2][:1] == "/":
             skip.update({i, i + 1})  # `nan/inf/spiky`, a date `2024/05/01`: words, not values
+        elif _glued_date(lits, i):
+            skip.add(i)  # CSDN's `Time: 2024-10-31 18:32:24;`: a date's year, no value
         elif i and before == ":" and i + 1 < len(lits) - 1 and lits[i + 1] == ":":
             skip.update({i - 1, i, i + 1})  # a clock `2:46:39` (an ETA), not three values
         elif lits[i + 1] == ":" and _key_before(before).lower() == "eta":
