@@ -397,23 +397,37 @@ def test_a_gradient_that_jumped_just_before_the_spike_did_not_drift(
     assert (found[0]["cause"] == "lr_too_high") == drift
 
 
+def _ramp(step: int, start: int, length: int) -> float:
+    """0 before `start`, rising linearly to 1 over `length` steps, 1 after."""
+    return min(1.0, max(0.0, (step - start) / length))
+
+
+def _spike_train(
+    step: int, peaks: list[tuple[int, float, float]], tau: float
+) -> tuple[float, float]:
+    """(log excess of the loss, gradient factor) at `step` of spikes (at, amp, kick): each
+    rises over 4 steps to `amp` at its step, its kick multiplying the gradient in those
+    steps, then decays with time constant `tau`."""
+    k, g = 0.0, 1.0
+    for at, amp, kick in peaks:
+        if at - 3 <= step < at:
+            k += amp * (step - at + 4) / 4
+            g *= kick
+        elif step >= at:
+            k += amp * math.exp(-(step - at) / tau)
+    return k, g
+
+
 def _early_lr_train(onset: int) -> Callable[[int, float], tuple[float, float]]:
     """A too-high LR soon after warm-up: the gradient norm grows 2.5x over the 120 steps
     before `onset`, then three spikes 70 steps apart, each larger than the last, each with
     its own gradient kick, and the loss settles a little above its trend."""
-    peaks = [(onset, 0.25), (onset + 70, 0.35), (onset + 140, 0.5)]
+    peaks = [(onset, 0.25, 5.0), (onset + 70, 0.35, 5.0), (onset + 140, 0.5, 5.0)]
 
     def shape(step: int, loss: float) -> tuple[float, float]:
-        g = 2.5 ** min(1.0, max(0.0, (step - (onset - 120)) / 115))
-        k = 0.0
-        for at, amp in peaks:
-            if at - 3 <= step < at:
-                k += amp * (step - at + 4) / 4
-                g *= 5.0
-            elif step >= at:
-                k += amp * math.exp(-(step - at) / 20)
-        k += 0.05 * min(1.0, max(0.0, (step - onset) / 160))
-        return loss * math.exp(k), g
+        k, g = _spike_train(step, peaks, 20)
+        k += 0.05 * _ramp(step, onset, 160)
+        return loss * math.exp(k), g * 2.5 ** _ramp(step, onset - 120, 115)
 
     return shape
 
@@ -480,19 +494,12 @@ def _diverging_lr_train(drift: float) -> Callable[[int, float], tuple[float, flo
     """Past the peak (the LR at ~80% of it): the gradient norm grows `drift`x over the 300
     steps before 1100, then spikes at 1100, 1170 and 1240, each larger than the last with a
     kick of its own (5x), and from 1250 the loss climbs to e times its trend and stays."""
-    peaks = [(1100, 0.2), (1170, 0.3), (1240, 0.45)]
+    peaks = [(1100, 0.2, 5.0), (1170, 0.3, 5.0), (1240, 0.45, 5.0)]
 
     def shape(step: int, loss: float) -> tuple[float, float]:
-        g = drift ** min(1.0, max(0.0, (step - 800) / 300))
-        k = 0.0
-        for at, amp in peaks:
-            if at - 3 <= step < at:
-                k += amp * (step - at + 4) / 4
-                g *= 5.0
-            elif step >= at:
-                k += amp * math.exp(-(step - at) / 15)
-        k += min(1.0, max(0.0, (step - 1250) / 60))
-        return loss * math.exp(k), g * (1 + 4 * min(1.0, max(0.0, (step - 1250) / 60)))
+        k, g = _spike_train(step, peaks, 15)
+        climb = _ramp(step, 1250, 60)
+        return loss * math.exp(k + climb), g * drift ** _ramp(step, 800, 300) * (1 + 4 * climb)
 
     return shape
 
@@ -549,16 +556,8 @@ def _lr_train_split() -> Callable[[int, float], tuple[float, float]]:
     holds its doubled level after 400: before the second spike it no longer drifts."""
 
     def shape(step: int, loss: float) -> tuple[float, float]:
-        g = 2.0 ** min(1.0, max(0.0, (step - 150) / 250))
-        k = 0.0
-        for at, amp in ((400, 0.3), (560, 0.3), (620, 0.35)):
-            if at - 3 <= step < at:
-                k += amp * (step - at + 4) / 4
-                g *= 10.0 if at != 620 else 4.0
-            elif step >= at:
-                k += amp * math.exp(-(step - at) / 12)
-        k += 0.1 * min(1.0, max(0.0, (step - 560) / 200))
-        return loss * math.exp(k), g
+        k, g = _spike_train(step, [(400, 0.3, 10.0), (560, 0.3, 10.0), (620, 0.35, 4.0)], 12)
+        return loss * math.exp(k + 0.1 * _ramp(step, 560, 200)), g * 2.0 ** _ramp(step, 150, 250)
 
     return shape
 
