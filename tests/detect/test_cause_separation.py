@@ -577,13 +577,13 @@ def test_a_later_spike_at_the_lr_an_earlier_incident_was_attributed_to_is_the_lr
     assert [i["cause"] for i in found] == ["lr_too_high", "lr_too_high"]
 
 
-def _kick(glow: bool) -> Callable[[int, float], tuple[float, float]]:
-    """A 20x gradient at 2000 with a +40% loss spike healing over ~15 steps, no echo; with
-    `glow` the gradient norm stays 3x its level for the 40 steps after (decaying), as the
-    model the amplified updates moved returns; without it, it is back at the next step."""
+def _kick(glow: bool, tau: float = 15) -> Callable[[int, float], tuple[float, float]]:
+    """A 20x gradient at 2000 with a +40% loss spike healing over ~`tau` steps, no echo;
+    with `glow` the gradient norm stays 3x its level for the 40 steps after (decaying), as
+    the model the amplified updates moved returns; without it, it is back at the next step."""
 
     def shape(step: int, loss: float) -> tuple[float, float]:
-        k = 0.34 * math.exp(-(step - 2000) / 15) if step >= 2000 else 0.0
+        k = 0.34 * math.exp(-(step - 2000) / tau) if step >= 2000 else 0.0
         g = 20.0 if step == 2000 else 1.0
         if glow and 2000 < step <= 2040:
             g = 1 + 2 * math.exp(-(step - 2001) / 30)
@@ -607,4 +607,22 @@ def test_a_gradient_that_stays_up_after_the_kick_is_stale_beta2s(
     assert [i["peak_step"] for i in found] == [2000], found
     feats = stored_features(tmp_path)[0]
     assert (feats["grad_afterglow"] >= 1.3) == glow, feats["grad_afterglow"]
+    assert found[0]["cause"] == cause
+
+
+@pytest.mark.parametrize(("glow", "cause"), [(True, "unknown"), (False, "rare_tokens")])
+def test_with_beta2_unknown_a_gradient_that_stays_up_is_no_batchs_alone(
+    tmp_path: Path, glow: bool, cause: str
+) -> None:
+    """No beta2 in the config (PyTorch's and the HF Trainer's default is 0.999), one kick,
+    the loss over half gone within two steps: the batch-driven rule named the batch. A
+    gradient that stays up after the kick shows updates that moved the model, which the log
+    cannot pin on the batch alone, nor on a stale second moment without beta2 (third
+    generator, 20 sets: 9 such, stale beta2 or fp16 overflows without a config, read as a
+    batch). With the gradient back at once it is the rare-token batch."""
+    run = _write(tmp_path / "run", _kick(glow, tau=2.5), {"bf16": True})
+    found = stored_incidents(run, tmp_path)
+    assert [i["peak_step"] for i in found] == [2000], found
+    feats = stored_features(tmp_path)[0]
+    assert feats["heal_share"] >= 0.5 and feats["single_point_peaks"] == 0, feats
     assert found[0]["cause"] == cause
