@@ -641,13 +641,13 @@ def _gradient(inc: Incident, data: RunData, cfg: DetectConfig) -> dict[str, Feat
 def _afterglow(
     g: Metric, kick: int, base: float | None, interval: float, cfg: DetectConfig
 ) -> float | None:
-    """Median grad norm over the logged points from afterglow_skip steps after the largest
-    gradient, over max(afterglow_steps, 2 log intervals), / the precursor's median. A
-    rare-token batch's gradient is its own: the next batches' are back at the median (our
-    simulator: 14.4 at the batch, 0.40 four steps on, the median 0.40). Updates a stale
-    second moment amplified moved the model, whose gradients stay up while it returns
-    (3.7 at the kick, 2.3 and 2.1 eight and twelve steps on: the median ~5x). None with
-    fewer than 2 finite points there."""
+    """Median grad norm over the logged points more than afterglow_skip steps after the
+    largest gradient, over max(afterglow_steps, 2 log intervals), / the precursor's median.
+    A rare-token batch's gradient is its own: the next batches' are back at the median (our
+    simulator's rare_tokens sample: 14.4 at the batch, the 20 steps from 4 on 1.07x).
+    Updates a stale second moment amplified moved the model, whose gradients stay up while
+    it returns (its stale_beta2 sample: 3.7 at the kick, 2.3 and 2.1 eight and twelve steps
+    on, the 20 steps 1.4x). None with fewer than 2 finite points there."""
     lo = kick + cfg.afterglow_skip
     _, v = g.window_steps(lo + 0.5, lo + max(cfg.afterglow_steps, 2 * interval))
     v = v[np.isfinite(v)]
