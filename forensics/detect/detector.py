@@ -51,7 +51,7 @@ def screen_loss(
     ok = np.isfinite(v)
     if ok.any() and np.all(v[ok] > 0):
         ok &= v > 0
-    search = ev.startup_end(clusters, cfg.startup_steps) if clusters else 0
+    search = ev.startup_end(clusters or [], cfg.startup_steps)
     sc = screen_series(data.loss.steps[ok], v[ok], cfg, search)
     sc.shifts = schedule_shifts(data)
     return sc

@@ -651,9 +651,7 @@ def _afterglow(
     lo = kick + cfg.afterglow_skip
     _, v = g.window_steps(lo + 0.5, lo + max(cfg.afterglow_steps, 2 * interval))
     v = v[np.isfinite(v)]
-    if len(v) < 2 or base is None:
-        return None
-    return _ratio(float(np.median(v)), base)
+    return _ratio(float(np.median(v)), base) if len(v) >= 2 else None
 
 
 def _max(v: np.ndarray) -> float | None:

@@ -1146,7 +1146,7 @@ def _evaluation_bar(lowered: list[str], bar: tuple[int, int], skip: set[int]) ->
         split = next((w for w in words if w in _SPLITS and w != "train"), "")
         if split and len(words) > 1 and _epoch_key(" ".join(w for w in words if w != split)):
             skip.update({j for j in range(pct) if lowered[j] == key} | {counter})
-            return "val" if split in ("val", "valid", "validation") else split
+            return _SECTION_SPLIT.get(split, split)
     return ""
 
 
