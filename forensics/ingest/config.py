@@ -9,6 +9,10 @@ W&B's `config.yaml`). `load_config` keeps every raw key (nested keys flattened w
     world_size, seq_len, global_batch_size, total_steps, seed, tokens_per_step,
     lr_schedule (cosine|linear|constant|wsd|inverse_sqrt), lr_decay_steps
 
+Durations may be Composer (llm-foundry) time strings (`t_warmup: 100ba`, `0.05dur`) and the
+LR's floor a share of the peak (`alpha_f`, Composer's and OLMo's); both are turned into
+the canonical steps and min_lr.
+
 Where a raw key already has a canonical name but a different spelling of its value
 (Lightning's `precision: bf16-mixed`), the canonical value wins and the raw one is kept
 under `<key>_raw`.
@@ -315,6 +319,12 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
         "scheduler", "lr_scheduler.name", "scheduler.name",
     ),
     "lr_decay_steps": ("lr_decay_iters", "lr_decay_steps", "decay_steps"),
+    # the final LR as a share of the peak: Composer/llm-foundry and OLMo's `alpha_f`, HF's
+    # cosine_with_min_lr `min_lr_rate`
+    "min_lr_fraction": ("alpha_f", "min_lr_rate", "min_lr_ratio", "min_lr_factor"),
+    "lr_units": ("scheduler.units",),  # OLMo: "steps" or "tokens" (t_warmup in tokens)
+    "clip_threshold": ("gradient_clipping.clipping_threshold",),  # Composer's algorithm
+    "clip_type": ("gradient_clipping.clipping_type",),
     "tokens_per_step": ("tokens_per_step", "tokens_per_batch", "batch_size_tokens"),
 }  # fmt: skip
 
@@ -362,6 +372,34 @@ def _positive_int(value: Any) -> int | None:
 def _nonneg_int(value: Any) -> int | None:
     num = _number(value)
     return int(num) if num is not None and num >= 0 and num == int(num) else None
+
+
+# Composer (llm-foundry) writes durations as time strings: `100ba` batches (optimizer steps),
+# `0.05dur` a share of max_duration; `ep`, `sp`, `tok` need the epoch's or batch's size.
+_COMPOSER_TIME = re.compile(r"^\s*([0-9.eE+-]+)\s*(ba|dur)\s*$")
+
+
+def _composer(value: Any, unit: str) -> float | None:
+    m = _COMPOSER_TIME.match(value) if isinstance(value, str) else None
+    return _number(m.group(1)) if m and m.group(2) == unit else None
+
+
+def _steps(value: Any, *, positive: bool = False) -> int | None:
+    """A step count: a number, or a Composer `<n>ba`."""
+    got = _composer(value, "ba")
+    num = got if got is not None else _number(value)
+    ok = num is not None and num == int(num) and (num > 0 if positive else num >= 0)
+    return int(num) if ok and num is not None else None
+
+
+def _positive_steps(value: Any) -> int | None:
+    return _steps(value, positive=True)
+
+
+def _duration_share(value: Any) -> float | None:
+    """Composer's `<x>dur`: a share of the run's max_duration."""
+    got = _composer(value, "dur")
+    return got if got is not None and 0 <= got <= 1 else None
 
 
 def _pair(value: Any) -> tuple[float, float] | None:
@@ -414,7 +452,10 @@ def _precision(look: _Lookup) -> str | None:
 # Schedule names as HF (`lr_scheduler_type`), Megatron (`lr_decay_style`) and common loops
 # spell them, to the shapes detect/schedule.py computes; anything else stays unknown.
 _SCHEDULES = (
-    ("inverse_sqrt", ("inverse_sqrt", "inverse-square-root", "rsqrt", "inverse_square_root")),
+    (
+        "inverse_sqrt",
+        ("inverse_sqrt", "inverse-square-root", "rsqrt", "inverse_square_root", "inv_sqrt"),
+    ),
     ("wsd", ("wsd", "warmup_stable_decay", "stable")),
     ("cosine", ("cosine", "cos")),
     ("linear", ("linear",)),
@@ -453,6 +494,43 @@ def _global_batch(look: _Lookup, world: int | None) -> int | None:
     return int(micro) * int(accum) * world
 
 
+def _warmup(look: _Lookup, total: int | None) -> int | None:
+    """Warm-up steps: a count, or a share of the run (`warmup_ratio`, Composer's `0.1dur`).
+    None when OLMo's scheduler counts in tokens: its t_warmup is no step count then."""
+    if str(look.get("lr_units", lambda v: v) or "steps").lower() == "tokens":
+        return None
+    warmup = look.get("warmup_steps", _nonneg_steps)
+    frac = look.get("warmup_fraction", _number)
+    if frac is None:
+        frac = look.get("warmup_steps", _duration_share)
+    if warmup is None and frac is not None and total:
+        warmup = round(frac * total)
+    return warmup  # type: ignore[no-any-return]
+
+
+def _nonneg_steps(value: Any) -> int | None:
+    return _steps(value)
+
+
+def _min_lr(look: _Lookup) -> float | None:
+    """The LR's floor: an absolute min_lr, else the final share (`alpha_f`) x the peak."""
+    direct = look.get("min_lr", _number)
+    share, peak = look.get("min_lr_fraction", _number), look.get("peak_lr", _number)
+    if direct is None and share is not None and peak is not None and 0 <= share <= 1:
+        return float(f"{share * peak:.12g}")  # 0.1 x 6e-4 = 6e-5, not 5.9999999999999995e-05
+    return direct  # type: ignore[no-any-return]
+
+
+def _grad_clip(look: _Lookup) -> float | None:
+    """max_grad_norm and its kin, else Composer's gradient_clipping algorithm when it clips
+    the norm (its `value` and `adaptive` thresholds are no norm)."""
+    direct = look.get("grad_clip", _number)
+    if direct is not None:
+        return direct  # type: ignore[no-any-return]
+    kind = str(look.get("clip_type", lambda v: v) or "norm").lower()
+    return look.get("clip_threshold", _number) if kind == "norm" else None
+
+
 def _derived(look: _Lookup) -> dict[str, Any]:
     """Canonical values that are computed from several keys."""
     out: dict[str, Any] = {}
@@ -463,12 +541,8 @@ def _derived(look: _Lookup) -> dict[str, Any]:
     out["precision"] = _precision(look)
     out["world_size"] = _world_size(look)
     out["global_batch_size"] = _global_batch(look, out["world_size"])
-    out["total_steps"] = look.get("total_steps", _positive_int)
-    warmup = look.get("warmup_steps", _nonneg_int)
-    frac = look.get("warmup_fraction", _number)
-    if warmup is None and frac is not None and out["total_steps"]:
-        warmup = round(frac * out["total_steps"])
-    out["warmup_steps"] = warmup
+    out["total_steps"] = look.get("total_steps", _positive_steps)
+    out["warmup_steps"] = _warmup(look, out["total_steps"])
     out["seq_len"] = look.get("seq_len", _positive_int)
     tokens = look.get("tokens_per_step", _positive_int)
     if tokens is None and out["global_batch_size"] and out["seq_len"]:
@@ -482,12 +556,12 @@ def add_canonical(flat: dict[str, Any]) -> dict[str, Any]:
     look = _Lookup(flat)
     found: dict[str, Any] = {
         "peak_lr": look.get("peak_lr", _number),
-        "min_lr": look.get("min_lr", _number),
-        "grad_clip": look.get("grad_clip", _number),
+        "min_lr": _min_lr(look),
+        "grad_clip": _grad_clip(look),
         "seed": look.get("seed", _nonneg_int),
         "vocab_size": look.get("vocab_size", _positive_int),
         "lr_schedule": look.get("lr_schedule", schedule_name),
-        "lr_decay_steps": look.get("lr_decay_steps", _positive_int),
+        "lr_decay_steps": look.get("lr_decay_steps", _positive_steps),
         **_derived(look),
     }
     out = dict(flat)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from forensics.detect.schedule import config_lr_frac
 from forensics.errors import InputError
 from forensics.ingest.config import add_canonical, flatten, is_config_file, load_config
 
@@ -173,3 +174,78 @@ def test_hf_model_config_dtype_is_not_the_training_precision(tmp_path: Path, dty
 def test_a_training_config_dtype_is_the_precision() -> None:
     """nanoGPT's config (`dtype = 'bfloat16'`) is the autocast dtype the run trained in."""
     assert add_canonical({"dtype": "bfloat16", "block_size": 1024})["precision"] == "bf16"
+
+
+# llm-foundry's MPT-125M pre-training recipe, as printed in mosaicml/llm-foundry
+# scripts/train/yamls/pretrain/mpt-125m.yaml (its optimisation part): Composer writes
+# durations as time strings and the LR's floor as a share of the peak.
+MPT_125M = """\
+scheduler:
+  name: cosine_with_warmup
+  t_warmup: 100ba
+  alpha_f: 0.1
+
+optimizer:
+  name: decoupled_adamw
+  lr: 6.0e-4
+  betas: [0.9, 0.95]
+  eps: 1.0e-8
+  weight_decay: 0.0
+
+algorithms:
+  gradient_clipping:
+    clipping_type: norm
+    clipping_threshold: 1.0
+
+max_duration: 4800ba
+eval_interval: 500ba
+global_train_batch_size: 256
+device_eval_batch_size: 16
+device_train_microbatch_size: 16
+precision: amp_bf16
+"""
+
+
+def test_llm_foundry_yaml_gives_the_schedule(tmp_path: Path) -> None:
+    # before: warmup_steps, total_steps, min_lr and grad_clip missing (`100ba`, `4800ba` are
+    # no numbers; alpha_f and Composer's clipping algorithm were not read), so a run that
+    # logs no LR had no LR phase
+    cfg = load_config(write(tmp_path / "mpt-125m.yaml", MPT_125M))
+    got = {k: cfg.get(k) for k in ("peak_lr", "min_lr", "warmup_steps", "total_steps",
+                                   "lr_schedule", "grad_clip", "beta2", "precision")}  # fmt: skip
+    assert got == {"peak_lr": 6e-4, "min_lr": 6e-5, "warmup_steps": 100, "total_steps": 4800,
+                   "lr_schedule": "cosine", "grad_clip": 1.0, "beta2": 0.95,
+                   "precision": "bf16"}  # fmt: skip
+    # Composer's cosine: alpha_f + (1 - alpha_f)(1 + cos(pi (t - 100) / 4700)) / 2
+    assert config_lr_frac(50, cfg) == pytest.approx(0.5)
+    assert config_lr_frac(2450, cfg) == pytest.approx(0.55)
+    assert config_lr_frac(4800, cfg) == pytest.approx(0.1)
+
+
+COMPOSER_CASES: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    # a share of the run, in Composer's and in HF's spelling
+    ({"scheduler": {"t_warmup": "0.05dur"}, "max_duration": "2000ba"},
+     {"warmup_steps": 100, "total_steps": 2000}),
+    # an epoch count needs the epoch's length: no step count from it
+    ({"scheduler": {"t_warmup": "100ba"}, "max_duration": "1ep"}, {"warmup_steps": 100}),
+    # OLMo counting its schedule in tokens: t_warmup is no step count (max_duration, a
+    # number, counts steps; "2e12T" would count tokens)
+    ({"scheduler": {"units": "tokens", "t_warmup": 2000000000}, "max_duration": 1000},
+     {"total_steps": 1000}),
+    # an explicit floor wins over the share; a share above 1 is no share
+    ({"lr": 1e-3, "min_lr": 1e-5, "alpha_f": 0.1}, {"min_lr": 1e-5}),
+    ({"lr": 1e-3, "alpha_f": 2.0}, {}),
+    ({"lr": 2e-5, "lr_scheduler_kwargs": {"min_lr_rate": 0.1}}, {"min_lr": 2e-6}),
+    # adaptive (AGC) and value clipping thresholds are no norm to clip at
+    ({"algorithms": {"gradient_clipping": {"clipping_type": "adaptive",
+                                           "clipping_threshold": 0.01}}}, {}),
+    ({"algorithms": {"gradient_clipping": {"clipping_threshold": 0.5}}}, {"grad_clip": 0.5}),
+    ({"scheduler": {"name": "inv_sqrt_with_warmup"}}, {"lr_schedule": "inverse_sqrt"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("raw", "expected"), COMPOSER_CASES)
+def test_composer_durations_and_floors(raw: dict[str, Any], expected: dict[str, Any]) -> None:
+    cfg = add_canonical(flatten(raw))
+    canon = ("warmup_steps", "total_steps", "min_lr", "grad_clip", "lr_schedule")
+    assert {k: cfg[k] for k in canon if k in cfg} == expected

@@ -44,6 +44,7 @@ OLMO = {
     "seed": 6198,
     "lr_schedule": "cosine",  # scheduler.name='cosine_with_warmup'
     "total_steps": 15000,  # max_duration=15000
+    "min_lr": 3e-5,  # alpha_f=0.1: OLMo's cosine ends at 10% of the peak
     "fsdp.sharding_strategy": "<ShardingStrategy.FULL_SHARD: 1>",  # an enum, kept as text
 }  # fmt: skip
 LLMC = {
