@@ -278,6 +278,12 @@ _NAMED_NUMBER = r"([A-Za-z])-(\d+)/([A-Za-z])"
 # A key that ends in `-k` before its value (mmcls's `accuracy_top-1: 22.0000`): the top-k
 # is part of the name; left a number, the key was lost with it and the line read nothing
 _TOP_K_KEY = r"([A-Za-z])-(\d{1,2}):(\s*[-+]?\d)"
+# A top-k accuracy meter printed as `value (running mean)` (timm's validate() `Acc@1:  80.000
+# ( 79.512)`, Swin's and the PyTorch ImageNet example's `Acc@1 45.312 (45.312)`): the k is
+# part of the name, written `Acc1` (as DeiT's MetricLogger names the meter `acc1`). Left a
+# number, the meter had no name and its values were dropped. A closing summary that prints
+# one number (DeiT's `* Acc@1 88.381`) keeps its `@`: the running mean before it says it.
+_TOP_K_METER = r"([A-Za-z])@(\d{1,2})(:?\s+[-+]?(?:\d|(?i:nan|inf))[^\s(]*\s*\()"
 # mmcv's own ProgressBar (`[>>>>] 50/50, 163.1 task/s, elapsed: 0s, ETA:     0s`) counts an
 # evaluation's samples: no training step, however its `n/N` reads
 _TASK_BAR = r"\d+/\d+, [\d.]+ task/s, elapsed: \d+s"
@@ -1331,6 +1337,7 @@ def _prepared(lines: pl.DataFrame) -> pl.DataFrame:
         .str.replace_all(_BARE_SGR, "${1}")
         .str.replace_all(_NAMED_NUMBER, "${1}_${2}/${3}")
         .str.replace_all(_TOP_K_KEY, "${1}_${2}:${3}")
+        .str.replace_all(_TOP_K_METER, "${1}${2}${3}")
         .str.replace_all(_GROUP_INDEX, "(${1}_${2})")
         .pipe(_clu_steps)
         .str.replace_all(_SPLIT_TAG, "\x01${1}\x01")

@@ -1,0 +1,57 @@
+"""Logs users bring, read wrong or not at all before (session 41), one test per style.
+
+Each fixture quotes the lines as printed where they were found (the issue's URL beside
+it); a fixture says so where lines are constructed in the shape of quoted ones, and a
+fixture quoted by an earlier session is imported from its test. Each test says what the
+reader stored before.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from issue_log_helpers import stored as _stored
+from test_issue_formats_s40 import TIMM_814_TEST
+
+
+def _nan_at(series: dict[int, float]) -> list[int]:
+    return sorted(s for s, v in series.items() if math.isnan(v))
+
+
+# ----- top-k accuracy meters: `Acc@1:  0.0000 (20.4420)`, `Acc@1   0.09 (  0.09)` -------------
+# timm's validate() prints `Acc@1: {top1.val:>7.4f} ({top1.avg:>7.4f})` and the PyTorch ImageNet
+# example's AverageMeter `Acc@1 {val:6.2f} ({avg:6.2f})`: the k of the top-k is part of the
+# name, which the template made a number of its own.
+
+
+def test_timm_test_lines_keep_their_top_k_accuracies(tmp_path: Path) -> None:
+    # before: no accuracy at all (the value after `Acc@1:` had no name), only the loss and
+    # time of the `Test:` and `Test (EMA):` lines
+    _, m, _ = _stored(tmp_path, TIMM_814_TEST)
+    end = 3 * 5004 - 1
+    assert m["test/acc1"] == {end: 20.442} and m["test/acc5"] == {end: 43.014}
+    assert m["test_ema/acc1"] == {end: 0.1} and m["test_ema/acc5"] == {end: 0.5}
+    assert m["test_loss"] == {end: 3.984}  # as before
+    assert not any(k.startswith("acc") for k in m)  # no evaluation's accuracy as training's
+
+
+# Quoted as printed in https://github.com/facebookresearch/AlphaNet/issues/6 (the PyTorch ImageNet
+# example's train(): `Epoch: [0][ 100/7176]`, tab-separated, each meter `val (avg)`); the last
+# line is constructed in their shape, with the NaN loss the issue reports.
+ALPHANET_6 = (
+    "Epoch: [0][   0/7176]\tTime 71.193 (71.193)\tData 66.870 (66.870)\tLoss 2.8784e-01 (2.8784e-01)\tAcc@1   0.09 (  0.09)\tAcc@5   0.09 (  0.09)\n"  # noqa: E501
+    "Epoch: [0][ 100/7176]\tTime  1.870 ( 2.728)\tData  0.000 ( 0.662)\tLoss 4.6225e-02 (-7.6008e-02)\tAcc@1   0.08 (  0.11)\tAcc@5   0.08 (  0.11)\n"  # noqa: E501
+    "Epoch: [0][ 200/7176]\tTime  1.931 ( 2.363)\tData  0.000 ( 0.333)\tLoss 4.9116e-01 (7.5377e-02)\tAcc@1   0.09 (  0.11)\tAcc@5   0.09 (  0.11)\n"  # noqa: E501
+    "Epoch: [0][ 300/7176]\tTime  1.860 ( 2.250)\tData  0.000 ( 0.222)\tLoss 2.0824e-01 (2.0263e-01)\tAcc@1   0.10 (  0.11)\tAcc@5   0.10 (  0.11)\n"  # noqa: E501
+    "Epoch: [0][ 400/7176]\tTime  2.271 ( 2.200)\tData  0.000 ( 0.167)\tLoss 8.5119e-01 (3.0746e-01)\tAcc@1   0.12 (  0.11)\tAcc@5   0.12 (  0.11)\n"  # noqa: E501
+    "Epoch: [0][ 500/7176]\tTime  2.010 ( 2.180)\tData  0.000 ( 0.140)\tLoss        nan (       nan)\tAcc@1   0.00 (  0.09)\tAcc@5   0.00 (  0.09)\n"  # noqa: E501
+)
+
+
+def test_imagenet_example_train_lines_keep_their_top_k_accuracies(tmp_path: Path) -> None:
+    # before: `loss`, `time` and `data` only; `Acc@1 0.09` had no name and was dropped
+    _, m, _ = _stored(tmp_path, ALPHANET_6)
+    assert m["acc1"] == {0: 0.09, 100: 0.08, 200: 0.09, 300: 0.1, 400: 0.12, 500: 0.0}
+    assert m["acc5"] == {0: 0.09, 100: 0.08, 200: 0.09, 300: 0.1, 400: 0.12, 500: 0.0}
+    assert m["loss"][100] == 0.046225 and _nan_at(m["loss"]) == [500]  # the batch's own
