@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from issue_log_helpers import stored as _stored
-from test_issue_formats_s40 import TIMM_814_TEST
+from test_issue_formats_s40 import TIMM_814_TEST, XIAOTUDUI_1
 
 
 def _nan_at(series: dict[int, float]) -> list[int]:
@@ -55,3 +55,20 @@ def test_imagenet_example_train_lines_keep_their_top_k_accuracies(tmp_path: Path
     assert m["acc1"] == {0: 0.09, 100: 0.08, 200: 0.09, 300: 0.1, 400: 0.12, 500: 0.0}
     assert m["acc5"] == {0: 0.09, 100: 0.08, 200: 0.09, 300: 0.1, 400: 0.12, 500: 0.0}
     assert m["loss"][100] == 0.046225 and _nan_at(m["loss"]) == [500]  # the batch's own
+
+
+# ----- a CJK phrase naming the test set: `整体测试集上的Loss: 262.6` ----------------------
+# xiaotudui/pytorch-tutorial's train.py prints, after each epoch, `整体测试集上的Loss: {}` ("the
+# Loss on the whole test set": the sum of the test batches' losses); the last two lines are
+# constructed in their shape, a NaN test loss with the full-width colon of the training lines.
+XIAOTUDUI_1_TEST = XIAOTUDUI_1 + "整体测试集上的Loss：nan\n整体测试集上的正确率：0.1\n"
+
+
+def test_a_chinese_test_loss_is_the_test_loss(tmp_path: Path) -> None:
+    # before: the test loss was dropped (`整体测试集上的Loss` was no key); it was never the
+    # training loss either
+    _, m, _ = _stored(tmp_path, XIAOTUDUI_1_TEST)
+    assert list(m["test_loss"]) == [700, 900]
+    assert m["test_loss"][700] == 262.62046909332275 and _nan_at(m["test_loss"]) == [900]
+    assert list(m["loss"]) == [100 * k for k in range(1, 10)]  # as before
+    assert _nan_at(m["loss"]) == [900]

@@ -370,6 +370,14 @@ _LOSSES = {"loss", "val_loss", "test_loss"}
 _LOSS_SPLIT = re.compile(r"(?i)\A(loss)[ _](test|val|valid|validation|eval)\Z")
 # llama-recipes `Epoch 4: train_perplexity=nan, train_epoch_loss=nan, epoch time 242.3s`
 _EPOCH_LOSS = re.compile(r"(?i)^(?:train|training|eval|val|valid|validation)?[_ ]?epoch[_ ]loss$")
+# A CJK phrase before a metric's ASCII name that says the evaluation set it was measured on
+# (xiaotudui/pytorch-tutorial's `整体测试集上的Loss: 262.6`, "the Loss on the whole test set"):
+# the words for test and validation (Chinese simplified and traditional, Japanese, Korean)
+_CJK_SPLITS = {
+    **dict.fromkeys(("测试", "測試", "テスト", "테스트"), "test"),
+    **dict.fromkeys(("验证", "驗證", "検証", "검증"), "val"),
+}
+_CJK_NAMED = re.compile(r"\A([^\x00-\x7f]+)([A-Za-z][\w .%/()@\-]*)\Z")
 _MAX_TEMPLATES = 5000  # distinct templates examined at most (the most frequent first)
 _SAMPLES = 3
 
@@ -495,6 +503,18 @@ def _quoted_key(lit: str) -> bool:
     return re.search(r"""['"][\w/ .-]+['"]:\s*['"]?\Z""", lit) is not None
 
 
+def _cjk_split_key(key: str) -> str:
+    """`test Loss` for `整体测试集上的Loss` (a phrase that names the test set, then the
+    metric): the ASCII name under the split the phrase names, as an evaluation's loss must
+    never join the training loss. Any other CJK phrase before a name is left as it is (no
+    key: a translation of every phrase would guess)."""
+    named = _CJK_NAMED.match(key)
+    if named is None:
+        return key
+    split = next((s for word, s in _CJK_SPLITS.items() if word in named.group(1)), "")
+    return f"{split} {named.group(2)}" if split else key
+
+
 def _key_after(lit: str) -> str:
     """The unit or name after a slot (`4230.95 ms`, `31.9% bf16 MFU`, `123917 tok/s`)."""
     return _clean_key(_FIELD_SEP.split(lit.lstrip())[0]) if lit.strip() else ""
@@ -604,6 +624,7 @@ def infer(text: str, count: int) -> Template:
                 key = ""
             if _keras_wall_time(key, lits[i], after):
                 key = ""
+        key = _cjk_split_key(key)
         if not _good_key(key) or _ETA_KEY.fullmatch(key.lower()) or key.lower() in _NO_METRIC:
             continue
         key = _LOSS_SPLIT.sub(r"\2 \1", key)  # cellpose `Loss Test 0.3793`: `Test Loss`
