@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 from issue_log_helpers import stored as _stored
 from test_issue_formats_s40 import TIMM_814_TEST, XIAOTUDUI_1
 
@@ -72,3 +73,66 @@ def test_a_chinese_test_loss_is_the_test_loss(tmp_path: Path) -> None:
     assert m["test_loss"][700] == 262.62046909332275 and _nan_at(m["test_loss"]) == [900]
     assert list(m["loss"]) == [100 * k for k in range(1, 10)]  # as before
     assert _nan_at(m["loss"]) == [900]
+
+
+# ----- Keras' timings: Keras 3's bar, `verbose=2`, per-sample times ------------------------------
+# Constructed in the shape of the Keras 3 lines quoted in
+# https://github.com/keras-team/keras/issues/20568 (`115/6740 ━━━━━━━━━━━━━━━━━━━━ 2:01:30
+# 1s/step - iou: nan - loss: 0.0234`): an epoch's last line prints its wall time, not an ETA.
+KERAS3_BAR = """\
+Epoch 1/3
+100/100 ━━━━━━━━━━━━━━━━━━━━ 3s 30ms/step - iou: 0.4100 - loss: 0.5200 - val_loss: nan
+Epoch 2/3
+100/100 ━━━━━━━━━━━━━━━━━━━━ 150s 2s/step - iou: nan - loss: 0.4100 - val_loss: 0.3900
+Epoch 3/3
+100/100 ━━━━━━━━━━━━━━━━━━━━ 1s 9ms/step - iou: nan - loss: nan - val_loss: nan
+"""
+# Keras' Progbar with `verbose=2` (TF 2.x): `{n}/{N} - {elapsed}s - {metrics} - {t}s/epoch -
+# {t}ms/step`, constructed in that shape
+KERAS_VERBOSE2 = """\
+Epoch 1/3
+100/100 - 3s - loss: 0.5200 - val_loss: nan - 3s/epoch - 30ms/step
+Epoch 2/3
+100/100 - 150s - loss: 0.4100 - val_loss: 0.3900 - 150s/epoch - 2s/step
+Epoch 3/3
+100/100 - 1s - loss: nan - val_loss: nan - 1s/epoch - 9ms/step
+"""
+# TF 2.0-2.1 count numpy input by samples (`- 2s 265us/sample`): test_issue_formats_s37's
+# KERAS_SYCL lines, constructed with that unit
+KERAS_PER_SAMPLE = """\
+Train on 7500 samples, validate on 2500 samples
+Epoch 1/3
+7500/7500 [==============================] - 3s 400us/sample - loss: 0.5200 - val_loss: nan
+Epoch 2/3
+7500/7500 [==============================] - 15s 2ms/sample - loss: 0.4100 - val_loss: 0.3900
+Epoch 3/3
+7500/7500 [==============================] - 1s 133us/sample - loss: nan - val_loss: nan
+"""
+
+
+def test_keras3_bar_wall_time_is_no_metric(tmp_path: Path) -> None:
+    # before: a metric `s` = {100: 3, 200: 150, 300: 1}, the epochs' wall times
+    _, m, _ = _stored(tmp_path, KERAS3_BAR)
+    assert "s" not in m
+    assert m["iter_time_s"] == pytest.approx({100: 0.03, 200: 2.0, 300: 0.009})
+    assert m["loss"] == {100: 0.52, 200: 0.41, 300: m["loss"][300]} and _nan_at(m["loss"]) == [300]
+    assert _nan_at(m["val_loss"]) == [100, 300] and _nan_at(m["iou"]) == [200, 300]
+
+
+def test_keras_verbose2_times_are_seconds(tmp_path: Path) -> None:
+    # before: `s` = the elapsed seconds, and `s/epoch` in the unit printed
+    _, m, w = _stored(tmp_path, KERAS_VERBOSE2)
+    assert "s" not in m and "s/epoch" not in m
+    assert m["epoch_time_s"] == {100: 3.0, 200: 150.0, 300: 1.0}
+    assert m["iter_time_s"] == pytest.approx({100: 0.03, 200: 2.0, 300: 0.009})
+    assert _nan_at(m["loss"]) == [300] and _nan_at(m["val_loss"]) == [100, 300]
+    assert any("per-step time" in x and "`epoch_time_s`" in x for x in w)
+
+
+def test_keras_per_sample_time_is_one_series_in_seconds(tmp_path: Path) -> None:
+    # before: `us/sample` {7500: 400, 22500: 133} and `ms/sample` {15000: 2}, each in the
+    # unit of its epoch, with gaps where the other was printed
+    _, m, _ = _stored(tmp_path, KERAS_PER_SAMPLE)
+    assert not {"us/sample", "ms/sample"} & set(m)
+    assert m["sample_time_s"] == pytest.approx({7500: 0.0004, 15000: 0.002, 22500: 0.000133})
+    assert _nan_at(m["loss"]) == [22500] and _nan_at(m["val_loss"]) == [7500, 22500]

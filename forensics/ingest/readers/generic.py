@@ -254,7 +254,8 @@ _TRAIN_EPOCH = re.compile(r"(?i)(?:^|\s)train:\s*\Z")  # timm `Train: 12 [`: the
 # mmengine's evaluation loops (`Epoch(val)`, `Iter(test)`) and what their lines time
 _EVAL_LOOP = re.compile(r"(?i)\b(?:epoch|iter)\((val|test)\)")
 _LOOP_STATS = {"time", "data_time", "memory", "eta"}
-_KERAS_BAR_END = re.compile(r"\]\s+-\s+\Z")  # Keras' `[==========] - ` before its timings
+# Keras' bar before its timings: `[==========] - `, Keras 3's `━━━━━━━━━━ ` (U+2501)
+_KERAS_BAR_END = re.compile(r"(?:\]\s+-|\u2501)\s+\Z")
 # Lightning's bar postfix `v_num=0`: the logger's experiment version, no training metric
 _NO_METRIC = {"v_num"}
 _MAGNITUDES = {"K", "M", "B", "G", "T", "k"}  # `124 M`: the unit of a count, not a name
@@ -622,7 +623,7 @@ def infer(text: str, count: int) -> Template:
                 key = ""  # a count in millions, no metric's name
             if key == "%":  # a bar's `20%|███` left before its redraw: a percent of nothing
                 key = ""
-            if _keras_wall_time(key, lits[i], after):
+            if _keras_wall_time(key, lits, i):
                 key = ""
         key = _cjk_split_key(key)
         if not _good_key(key) or _ETA_KEY.fullmatch(key.lower()) or key.lower() in _NO_METRIC:
@@ -890,12 +891,16 @@ def _summary_split(lits: list[str]) -> str:
     return "test" if _EVAL_SUMMARY.match(lits[0]) else ""
 
 
-def _keras_wall_time(key: str, before: str, after: str) -> bool:
+def _keras_wall_time(key: str, lits: list[str], i: int) -> bool:
     """The first number after Keras' bar (`423/423 [=====] - 192s 454ms/step - loss: ...`,
-    Keras 1's `- 1s - loss:`) is the epoch's wall time so far, named by nothing but its
-    glued `s`: no metric `s` at the epoch's last step (the per-step time beside it keeps
-    its `ms/step`)."""
-    return key == "s" and after[:1] == "s" and _KERAS_BAR_END.search(before) is not None
+    Keras 3's `100/100 ━━━━━━━━━━ 3s 30ms/step`, Keras 1's `- 1s - loss:`) or right after
+    its counter with `verbose=2` (`1875/1875 - 3s - loss: ...`) is the epoch's wall time so
+    far, named by nothing but its glued `s`: no metric `s` at the epoch's last step (the
+    per-step time beside it keeps its `ms/step`)."""
+    if key != "s" or lits[i + 1][:1] != "s":
+        return False
+    after_count = lits[i].strip() == "-" and i >= 2 and lits[i - 1].strip() == "/"
+    return after_count or _KERAS_BAR_END.search(lits[i]) is not None
 
 
 def _after_glued_index(lits: list[str], i: int, skip: set[int]) -> bool:
@@ -2038,28 +2043,42 @@ def extract(
 
 
 # Keras' per-step time, named by its unit (`454ms/step`, `265us/step`, `2s/step`): the
-# unit is chosen per epoch by the time's size, so one run prints several.
-_PER_STEP = {"s/step": 1.0, "ms/step": 1e3, "us/step": 1e6}  # divisors to seconds
+# unit is chosen per epoch by the time's size, so one run prints several. TF 2.0-2.1 count
+# numpy input by samples (`133us/sample`), and `verbose=2` closes each epoch with its wall
+# time and the step's (`- 3s/epoch - 30ms/step`). Each is stored in seconds under one name.
+_TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6}  # divisors to seconds
+_PER_WHAT = {"step": "iter_time_s", "sample": "sample_time_s", "epoch": "epoch_time_s"}
+_PER_UNIT = {
+    f"{unit}/{what}": (divisor, name)
+    for unit, divisor in _TIME_UNITS.items()
+    for what, name in _PER_WHAT.items()
+}
 
 
 def _step_seconds(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
-    """`rows` with Keras' per-step times in seconds, as `iter_time_s`: Keras prints each
-    epoch's in the unit that suits its size, so a run whose first epoch took 12ms/step and
-    the next 265us/step was stored as two metrics (`ms/step`, `us/step`), each with a gap
-    where the other unit was printed, and neither known as the time per step."""
-    named = rows.filter(pl.col("raw_name").is_in(list(_PER_STEP)))
+    """`rows` with Keras' per-step (per-sample, per-epoch) times in seconds, as
+    `iter_time_s` (`sample_time_s`, `epoch_time_s`): Keras prints each epoch's in the unit
+    that suits its size, so a run whose first epoch took 12ms/step and the next 265us/step
+    was stored as two metrics (`ms/step`, `us/step`), each with a gap where the other unit
+    was printed, and neither known as the time per step."""
+    named = rows.filter(pl.col("raw_name").is_in(list(_PER_UNIT)))
     if not named.height:
         return rows
-    units = sorted(named["raw_name"].unique().to_list(), key=_PER_STEP.__getitem__, reverse=True)
+    units = sorted(named["raw_name"].unique().to_list(), key=lambda u: (u.split("/")[1], u))
+    stored = sorted({_PER_UNIT[u][1] for u in units})
     notes.append(
-        f"generic reader: Keras' per-step time ({', '.join(units)}) stored in seconds "
-        "as `iter_time_s`"
+        f"generic reader: Keras' per-step time, or per sample or epoch ({', '.join(units)}) "
+        "stored in seconds "
+        f"as {', '.join(f'`{n}`' for n in stored)}"
     )
-    scale = pl.col("raw_name").replace_strict(_PER_STEP, default=1.0, return_dtype=pl.Float64)
-    is_time = pl.col("raw_name").is_in(list(_PER_STEP))
+    scales = {u: d for u, (d, _) in _PER_UNIT.items()}
+    names = {u: n for u, (_, n) in _PER_UNIT.items()}
+    is_time = pl.col("raw_name").is_in(list(_PER_UNIT))
+    scale = pl.col("raw_name").replace_strict(scales, default=1.0, return_dtype=pl.Float64)
+    renamed = pl.col("raw_name").replace_strict(names, default=None, return_dtype=pl.Utf8)
     return rows.with_columns(
         pl.when(is_time).then(pl.col("value") / scale).otherwise("value").alias("value"),
-        pl.when(is_time).then(pl.lit("iter_time_s")).otherwise("raw_name").alias("raw_name"),
+        pl.when(is_time).then(renamed).otherwise("raw_name").alias("raw_name"),
     )
 
 
