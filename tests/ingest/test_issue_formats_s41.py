@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from issue_log_helpers import stored as _stored
+from test_issue_formats_s28 import IMDLBENCO_LOCAL_REDUCED
 from test_issue_formats_s40 import TIMM_814_TEST, XIAOTUDUI_1
 
 
@@ -136,3 +137,21 @@ def test_keras_per_sample_time_is_one_series_in_seconds(tmp_path: Path) -> None:
     assert not {"us/sample", "ms/sample"} & set(m)
     assert m["sample_time_s"] == pytest.approx({7500: 0.0004, 15000: 0.002, 22500: 0.000133})
     assert _nan_at(m["loss"]) == [22500] and _nan_at(m["val_loss"]) == [7500, 22500]
+
+
+# ----- IMDLBenCo: `Averaged stats: ... predict_loss: [local: 0.6859 | reduced: 0.6930]` ----------
+# IMDLBenCo's SmoothedValue prints `[local: {median:.4f} | reduced: {global_avg:.4f}]` (its
+# training_scripts/utils/misc.py): MAE's `{median} ({global_avg})`. Only after
+# synchronize_between_processes(), which the epoch's `Averaged stats:` line follows, is the
+# reduced value the mean over all ranks; on an iteration line it is this rank's running mean.
+
+
+def test_imdlbenco_averaged_stats_store_the_reduced_mean(tmp_path: Path) -> None:
+    # before: the `Averaged stats:` line was ignored (its loss, `predict_loss`, is no name the
+    # reader knows as the training loss, so no epoch summary was looked for)
+    _, m, w = _stored(tmp_path, IMDLBENCO_LOCAL_REDUCED)
+    assert m["epoch/predict_loss"] == {459: 0.693} and m["epoch/lr"] == {459: 0.0001}
+    loss = m["predict_loss"]  # the iteration lines keep their local value, as before
+    assert loss == {440: 0.6921, 459: 0.6859, 460: 0.7095, 480: 0.6847, 500: loss[500]}
+    assert _nan_at(loss) == [500]
+    assert any("no training loss: predict_loss keeps its name" in x for x in w)

@@ -35,6 +35,7 @@ the speed class of the named-pattern reader (bench/ingest_textlog.py).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -716,10 +717,12 @@ def _running_average_slot(text: str, slot: int) -> int:
     timm's and the PyTorch ImageNet example's AverageMeter print `{val} ({avg})` (the batch's
     value, then the mean since the meter was reset), and MetricLogger's SmoothedValue
     `{median} ({global_avg})` (the median of a 20-value window, then the mean since reset):
-    either way the number in parentheses is the one over the whole loop."""
+    either way the number in parentheses is the one over the whole loop. IMDLBenCo's
+    MetricLogger prints the same two as `[local: {median} | reduced: {global_avg}]`."""
     lits = text.split(SLOT)
-    after = lits[slot + 2] if slot + 2 < len(lits) else ""
-    return slot + 1 if lits[slot + 1].strip() == "(" and after.lstrip()[:1] == ")" else slot
+    after = lits[slot + 2].lstrip()[:1] if slot + 2 < len(lits) else ""
+    paired = lits[slot + 1].strip() == "(" and after == ")"
+    return slot + 1 if paired or (_REDUCED.fullmatch(lits[slot + 1]) and after == "]") else slot
 
 
 def _read_running_averages(tpl: Template) -> None:
@@ -744,10 +747,12 @@ def _dict_tail(text: str, lits: list[str]) -> bool:
 
 def _local_values(lits: list[str], befores: list[str], skip: set[int]) -> None:
     """IMDLBenCo's MetricLogger prints a meter as `predict_loss: [local: 0.6921 | reduced:
-    0.6936]`: this rank's value and its mean over the ranks so far. The local value is the
-    step's, stored under the meter's name; the reduced one is an average (as MAE's
-    `loss: 0.69 (0.70)` global average in parentheses), not read. Before, `local` and
-    `reduced` were two metrics and `predict_loss` none."""
+    0.6936]`: MAE's `{median} ({global_avg})` under other words, the median of this rank's
+    last 20 values, then the mean since the epoch began (all-reduced over the ranks only by
+    `synchronize_between_processes`, before the epoch's `Averaged stats:` line). The local
+    value is the iteration line's, stored under the meter's name, as MAE's median is; a
+    line that closes a loop reads the reduced one (_running_average_slot). Before, `local`
+    and `reduced` were two metrics and `predict_loss` none."""
     for i in range(len(lits) - 2):
         opened = _LOCAL_OPEN.search(lits[i])
         if opened and _REDUCED.fullmatch(lits[i + 1]) and lits[i + 2].lstrip().startswith("]"):
@@ -1783,11 +1788,11 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
     fifth as many lines), and, beside records with a step, a line without one that has an
     `epoch` field or says it averages (MAE-style `Averaged stats: lr: ... loss: 6.6 (6.59)`,
     nanoVLM's `Epoch 1 | Train Loss: 2.1 | Val Loss: 2.3`)."""
-    table = alias_table()
+    trains = _training_loss_names(found)
     lossy = [
         t
         for t in found.values()
-        if (t.is_record or t.cont) and any(table.canonical(k) == "loss" for k in t.names.values())
+        if (t.is_record or t.cont or _averages(t)) and any(map(trains, t.names.values()))
     ]
     if len(lossy) < 2:
         return
@@ -1803,10 +1808,27 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
         if summary:
             t.names = {i: _summary_name(k) for i, k in t.names.items()}
             _read_running_averages(t)
+            t.cont = t.cont or not t.is_record  # the epoch's, at its last step
             notes.append(
                 f"generic reader: {t.lines} lines like '{t.shown()[:100]}' summarise an epoch: "
                 "stored as epoch/<name>, apart from the per-iteration values"
             )
+
+
+def _training_loss_names(found: dict[str, Template]) -> Callable[[str], bool]:
+    """What names a training loss among `found`: the table's `loss`, or, in a log where no
+    name is (IMDLBenCo's `predict_loss`, each model its own), a name with `loss` in it that
+    is no evaluation's (_term_losses). Without the second, such a log's epoch summary was
+    never told from its iterations."""
+    table = alias_table()
+    if any(table.canonical(k) == "loss" for t in found.values() for k in t.names.values()):
+        return lambda k: table.canonical(k) == "loss"
+    return lambda k: "loss" in k.lower() and not _eval_key(k) and table.canonical(k) != "loss_scale"
+
+
+def _averages(t: Template) -> bool:
+    """A step-less line that says it averages (MAE's `Averaged stats: lr: ... loss: ...`)."""
+    return t.step_slot is None and bool({"averaged", "average"} & _literal_words(t))
 
 
 def _summary_name(key: str) -> str:
@@ -2693,7 +2715,13 @@ def _no_training_loss(rows: pl.DataFrame) -> list[str]:
     if any(table.canonical(n) in _LOSSES for n in names):
         return []
     # the fp16 loss scale (DeepSpeed's `reducing to 2` beside a diffusers bar) is no loss
-    lossy = [n for n in names if "loss" in n.lower() and table.canonical(n) != "loss_scale"]
+    lossy = [
+        n
+        for n in names
+        if "loss" in n.lower()
+        and table.canonical(n) != "loss_scale"
+        and not n.startswith(("epoch/", "summary/"))  # the same losses, averaged
+    ]
     objectives = [n for n in names if _XLM_OBJECTIVE.match(n)]
     if not lossy and objectives:
         said = (
