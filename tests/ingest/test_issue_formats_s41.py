@@ -155,3 +155,30 @@ def test_imdlbenco_averaged_stats_store_the_reduced_mean(tmp_path: Path) -> None
     assert loss == {440: 0.6921, 459: 0.6859, 460: 0.7095, 480: 0.6847, 500: loss[500]}
     assert _nan_at(loss) == [500]
     assert any("no training loss: predict_loss keeps its name" in x for x in w)
+
+
+# ----- TF-slim's train_step: `global step 2458: loss = nan (2.34 sec/step)` ----------------------
+# Quoted as printed in https://github.com/ardiya/HashtagPrediction/issues/6 (TF-slim's
+# learning.py logs `global step %d: loss = %.4f (%.3f sec/step)`).
+TF_SLIM_6 = """\
+INFO:tensorflow:global step 2454: loss = 0.6953 (1.61 sec/step)
+INFO:tensorflow:global step 2455: loss = 0.6953 (1.61 sec/step)
+INFO:tensorflow:global step 2456: loss = 0.6953 (1.61 sec/step)
+INFO:tensorflow:global step 2457: loss = 0.6953 (1.61 sec/step)
+INFO:tensorflow:global step 2458: loss = nan (2.34 sec/step)
+INFO:tensorflow:global step 2459: loss = nan (1.50 sec/step)
+INFO:tensorflow:global step 2460: loss = nan (1.61 sec/step)
+INFO:tensorflow:global step 2461: loss = nan (1.59 sec/step)
+INFO:tensorflow:global step 2462: loss = nan (1.59 sec/step)
+INFO:tensorflow:global step 2463: loss = nan (1.61 sec/step)
+"""
+
+
+def test_tf_slim_step_time_in_parentheses(tmp_path: Path) -> None:
+    # before: the loss only; the number in parentheses was taken for an annotation of the
+    # loss and dropped, with the slower first NaN step (2.34 s)
+    _, m, w = _stored(tmp_path, TF_SLIM_6)
+    times = [1.61, 1.61, 1.61, 1.61, 2.34, 1.5, 1.61, 1.59, 1.59, 1.61]
+    assert m["iter_time_s"] == dict(zip(range(2454, 2464), times, strict=True))
+    assert _nan_at(m["loss"]) == list(range(2458, 2464)) and m["loss"][2457] == 0.6953
+    assert "sec/step" not in m and any("(sec/step) stored in seconds" in x for x in w)

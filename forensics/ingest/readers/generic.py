@@ -380,6 +380,7 @@ _CJK_SPLITS = {
     **dict.fromkeys(("验证", "驗證", "検証", "검증"), "val"),
 }
 _CJK_NAMED = re.compile(r"\A([^\x00-\x7f]+)([A-Za-z][\w .%/()@\-]*)\Z")
+_PAREN_STEP_TIME = re.compile(r"\s*(?:sec|s|ms|us)/step\s*\)")  # `(2.34 sec/step)`
 _MAX_TEMPLATES = 5000  # distinct templates examined at most (the most frequent first)
 _SAMPLES = 3
 
@@ -517,6 +518,14 @@ def _cjk_split_key(key: str) -> str:
     return f"{split} {named.group(2)}" if split else key
 
 
+def _step_time_in_parens(before: str, after: str) -> bool:
+    """A number alone in parentheses with a per-step time unit (TF-slim's train_step logs
+    `global step 2458: loss = nan (2.34 sec/step)`): the step's time, named by its unit.
+    Other numbers in parentheses annotate the value before them and are skipped; this one
+    was too, and the time of a NaN step was lost."""
+    return before.rstrip().endswith("(") and _PAREN_STEP_TIME.match(after) is not None
+
+
 def _key_after(lit: str) -> str:
     """The unit or name after a slot (`4230.95 ms`, `31.9% bf16 MFU`, `123917 tok/s`)."""
     return _clean_key(_FIELD_SEP.split(lit.lstrip())[0]) if lit.strip() else ""
@@ -536,6 +545,8 @@ def infer(text: str, count: int) -> Template:
         before = lits[i]
         if i and before.strip() in ("/", "of"):  # `N/M`: M is a total
             skip.add(i)
+        elif _step_time_in_parens(before, lits[i + 1]):
+            pass  # TF-slim's `loss = nan (2.34 sec/step)`: the step's time, named by its unit
         elif before.rstrip().endswith(("(", "(+", "(-")) and not before.endswith("tensor("):
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
         elif _WEIGHTED.search(before):
@@ -619,6 +630,7 @@ def infer(text: str, count: int) -> Template:
                 continue  # `Acc@1 88.381`: the value of `Acc@1`, whose 1 the template lost
             after = lits[i + 1]
             spaced = not lits[i] or lits[i][-1:] in " \t|,;"  # `| 4230.95 ms`, not `:39  time`
+            spaced = spaced or _step_time_in_parens(lits[i], after)
             key = _key_after(after) if spaced and (after[:1] in " %" or after[:1].isalpha()) else ""
             if key in _MAGNITUDES:  # Lightning's model summary `0 | model | GPT | 124 M`
                 key = ""  # a count in millions, no metric's name
@@ -2067,8 +2079,9 @@ def extract(
 # Keras' per-step time, named by its unit (`454ms/step`, `265us/step`, `2s/step`): the
 # unit is chosen per epoch by the time's size, so one run prints several. TF 2.0-2.1 count
 # numpy input by samples (`133us/sample`), and `verbose=2` closes each epoch with its wall
-# time and the step's (`- 3s/epoch - 30ms/step`). Each is stored in seconds under one name.
-_TIME_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6}  # divisors to seconds
+# time and the step's (`- 3s/epoch - 30ms/step`); TF-slim logs `(2.34 sec/step)`. Each is stored
+# in seconds under one name.
+_TIME_UNITS = {"s": 1.0, "sec": 1.0, "ms": 1e3, "us": 1e6}  # divisors to seconds
 _PER_WHAT = {"step": "iter_time_s", "sample": "sample_time_s", "epoch": "epoch_time_s"}
 _PER_UNIT = {
     f"{unit}/{what}": (divisor, name)
@@ -2078,7 +2091,7 @@ _PER_UNIT = {
 
 
 def _step_seconds(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
-    """`rows` with Keras' per-step (per-sample, per-epoch) times in seconds, as
+    """`rows` with per-step (per-sample, per-epoch) times in seconds, as
     `iter_time_s` (`sample_time_s`, `epoch_time_s`): Keras prints each epoch's in the unit
     that suits its size, so a run whose first epoch took 12ms/step and the next 265us/step
     was stored as two metrics (`ms/step`, `us/step`), each with a gap where the other unit
@@ -2089,7 +2102,7 @@ def _step_seconds(rows: pl.DataFrame, notes: list[str]) -> pl.DataFrame:
     units = sorted(named["raw_name"].unique().to_list(), key=lambda u: (u.split("/")[1], u))
     stored = sorted({_PER_UNIT[u][1] for u in units})
     notes.append(
-        f"generic reader: Keras' per-step time, or per sample or epoch ({', '.join(units)}) "
+        f"generic reader: per-step time, or per sample or epoch ({', '.join(units)}) "
         "stored in seconds "
         f"as {', '.join(f'`{n}`' for n in stored)}"
     )
