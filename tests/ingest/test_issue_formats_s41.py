@@ -182,3 +182,28 @@ def test_tf_slim_step_time_in_parentheses(tmp_path: Path) -> None:
     assert m["iter_time_s"] == dict(zip(range(2454, 2464), times, strict=True))
     assert _nan_at(m["loss"]) == list(range(2458, 2464)) and m["loss"][2457] == 0.6953
     assert "sec/step" not in m and any("(sec/step) stored in seconds" in x for x in w)
+
+
+# ----- an epoch's progress in brackets: `Epoch 1 complete [10%]    Loss: 2.799116` -------------
+# Quoted as printed in https://github.com/mira-ai-lab/MUSIC-AVQA-R/issues/1 (each line ends in a
+# blank).
+AVQA_R_1 = """\
+[2024-07-06 06:40:53,097]-[engine.py line:95]:Train epoch 1 begin\x20
+[2024-07-06 06:40:54,438]-[engine.py line:78]:Epoch 1 complete [0%]     Loss: 3.709857\x20
+[2024-07-06 06:41:25,455]-[engine.py line:78]:Epoch 1 complete [10%]    Loss: 2.799116\x20
+[2024-07-06 06:41:56,752]-[engine.py line:78]:Epoch 1 complete [20%]    Loss: 1.711389\x20
+[2024-07-06 06:42:28,170]-[engine.py line:78]:Epoch 1 complete [30%]    Loss: 1.510960\x20
+[2024-07-06 06:42:59,614]-[engine.py line:78]:Epoch 1 complete [40%]    Loss: 1.390983\x20
+[2024-07-06 06:43:31,148]-[engine.py line:78]:Epoch 1 complete [50%]    Loss: 1.554311\x20
+[2024-07-06 06:44:02,712]-[engine.py line:78]:Epoch 1 complete [60%]    Loss: 1.583764\x20
+[2024-07-06 06:44:34,306]-[engine.py line:78]:Epoch 1 complete [70%]    Loss: 1.141079\x20
+[2024-07-06 06:45:05,900]-[engine.py line:78]:Epoch 1 complete [80%]    Loss: 1.516035\x20
+"""
+
+
+def test_bracketed_progress_percent_is_no_metric(tmp_path: Path) -> None:
+    # before: a metric `complete` = {1: 0, 2: 10, ..., 9: 80}, the epoch's progress
+    _, m, _ = _stored(tmp_path, AVQA_R_1)
+    assert set(m) == {"loss"}
+    losses = [3.709857, 2.799116, 1.711389, 1.51096, 1.390983, 1.554311, 1.583764, 1.141079]
+    assert m["loss"] == dict(zip(range(1, 10), [*losses, 1.516035], strict=True))

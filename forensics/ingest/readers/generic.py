@@ -549,6 +549,8 @@ def infer(text: str, count: int) -> Template:
             pass  # TF-slim's `loss = nan (2.34 sec/step)`: the step's time, named by its unit
         elif before.rstrip().endswith(("(", "(+", "(-")) and not before.endswith("tensor("):
             skip.add(i)  # `(+nanz)`, `(-1.20z)`: an annotation of the value before it
+        elif before.endswith("[") and lits[i + 1].startswith("%]"):
+            skip.add(i)  # `Epoch 1 complete [10%]`: the loop's progress, no metric
         elif _WEIGHTED.search(before):
             # Caffe's `loss_cls = 2.69 (* 1 = 2.69 loss)`: the output's weight and weighted
             # share of the total, not the solver's `loss` (which its own line prints)
