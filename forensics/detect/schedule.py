@@ -12,8 +12,11 @@ as a fraction of the peak LR, so that the LR phase (warm-up, peak, decay) is kno
 - cosine / linear: from the peak at the end of warm-up to `min_lr` (0 when not set) at
   `lr_decay_steps` (else `total_steps`), held there after;
 - inverse_sqrt: peak * sqrt(warmup / step) after warm-up;
-- wsd (warm-up, stable, decay): the peak through the stable phase; its decay length is not
-  in the canonical config, so only the first half of the run is called stable.
+- wsd (warm-up, stable, decay): the peak through the stable phase, then a decay over the
+  last `lr_wsd_decay_steps` shaped `lr_wsd_decay_shape` (linear, cosine or sqrt: 1 - sqrt)
+  to `min_lr` (torchtitan's decay_ratio); without that length only the first half of the
+  run is called stable;
+- a warm-up `lr_warmup_shape: log` (DeepSpeed's default) rises as log(step + 1) / log(warm-up).
 
 Unknown schedule, no warm-up length or no run length (where the shape needs it): None,
 and the LR phase stays unknown rather than guessed.
@@ -55,7 +58,7 @@ def config_lr_frac(step: float, config: Mapping[str, object]) -> float | None:
     if warm is None or kind is None:
         return None
     if step < warm:
-        return max(step, 0.0) / warm if warm > 0 else 1.0
+        return _warmup_frac(step, warm, config.get("lr_warmup_shape"))
     if kind == "constant":
         return 1.0
     if kind == "inverse_sqrt":
@@ -64,12 +67,45 @@ def config_lr_frac(step: float, config: Mapping[str, object]) -> float | None:
     if total is None or total <= warm:
         return None
     p = min(1.0, (step - warm) / (total - warm))
-    if kind == "wsd":
-        return 1.0 if p <= WSD_SURELY_STABLE else None
     peak, low = number(config.get("peak_lr")), number(config.get("min_lr"))
     floor = low / peak if low is not None and peak else 0.0
+    if kind == "wsd":
+        return _wsd_frac(step, total, p, floor, config)
     if kind == "cosine":
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p))
     if kind == "linear":
         return 1 - (1 - floor) * p
     return None
+
+
+def _warmup_frac(step: float, warm: float, shape: object) -> float:
+    """Linear from 0, or DeepSpeed's `warmup_type: log` (its default): log(step + 1) /
+    log(warmup), which is most of the way up after a tenth of the warm-up."""
+    if warm <= 0:
+        return 1.0
+    if shape == "log":
+        return math.log(max(step, 0.0) + 1) / math.log(warm) if warm > 1 else 1.0
+    return max(step, 0.0) / warm
+
+
+# WSD decay shapes (torchtitan's decay_type): the share of the way from the peak to the floor.
+_WSD_SHAPES = {
+    "linear": lambda q: 1 - q,
+    "cosine": lambda q: 0.5 * (1 + math.cos(math.pi * q)),
+    "sqrt": lambda q: 1 - math.sqrt(q),
+}
+
+
+def _wsd_frac(
+    step: float, total: float, p: float, floor: float, config: Mapping[str, object]
+) -> float | None:
+    """WSD: the peak until its decay, which spans the last `lr_wsd_decay_steps` (torchtitan's
+    decay_ratio x steps). Without that length only the run's first half is surely stable."""
+    decay = number(config.get("lr_wsd_decay_steps"))
+    if decay is None or decay <= 0:
+        return 1.0 if p <= WSD_SURELY_STABLE else None
+    q = (step - (total - decay)) / decay
+    if q <= 0:
+        return 1.0
+    shape = _WSD_SHAPES.get(str(config.get("lr_wsd_decay_shape")))
+    return None if shape is None else floor + (1 - floor) * shape(min(q, 1.0))

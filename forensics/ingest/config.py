@@ -24,6 +24,7 @@ import ast
 import json
 import math
 import re
+import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -60,19 +61,52 @@ def is_config_file(path: Path) -> bool:
 
     Recognition is by name (the set above, plus `*_config.json|yaml`), then confirmed by a
     look at the head, so a JSONL log or a metrics JSON called `config.json` is not taken.
+    Files their users name (a DeepSpeed `ds_config_zero3.json`, an axolotl `qwen_lora.yaml`,
+    a torchtitan `llama3_8b.toml`) are taken by their framework's own keys (_by_content).
     """
     name = path.name.lower()
     if name in _NOT_CONFIG_NAMES or not path.is_file():
         return False
     named = name in _CONFIG_NAMES or re.fullmatch(r".+[_-](config|args)\.(json|ya?ml)", name)
     if not named:
-        return False
+        return _by_content(name, path)
     head = _head(path)
     if name.endswith(".json"):
         return _looks_like_json_config(head)
     if name.endswith(".txt"):
         return bool(_NAMESPACE.match(head)) or _looks_like_key_values(head)
     return not any(m in head for m in _METRIC_MARKERS)
+
+
+# A framework's own keys, at the top level of a file its user named. DeepSpeed: its ZeRO
+# section or per-GPU micro-batch. axolotl (`base_model`, `datasets`, `micro_batch_size`) and
+# LLaMA-Factory (`model_name_or_path`, `stage`, `finetuning_type`) YAML: the model and a
+# learning rate besides. torchtitan TOML: its `[lr_scheduler]` and `[training]` tables.
+_DS_NAME = re.compile(r"(ds|deepspeed)[_-]?(config|z\d|zero).*\.json")
+_DS_KEYS = re.compile(r'"(zero_optimization|train_micro_batch_size_per_gpu|train_batch_size)"\s*:')
+_YAML_MODEL = re.compile(r"^(base_model|model_name_or_path)\s*:", re.MULTILINE)
+_YAML_LR = re.compile(r"^learning_rate\s*:", re.MULTILINE)
+_YAML_TRAINER = re.compile(
+    r"^(datasets|dataset|stage|finetuning_type|micro_batch_size|sequence_len|cutoff_len)\s*:",
+    re.MULTILINE,
+)
+_TOML_TABLES = (re.compile(r"^\[lr_scheduler\]", re.MULTILINE),
+                re.compile(r"^\[training\]", re.MULTILINE))  # fmt: skip
+
+
+def _by_content(name: str, path: Path) -> bool:
+    """A config file its user named, taken only by its framework's own keys (above)."""
+    if _DS_NAME.fullmatch(name):
+        head = _head(path)
+        return _looks_like_json_config(head) and bool(_DS_KEYS.search(head))
+    if name.endswith((".yaml", ".yml")):
+        head = _head(path)
+        marks = (_YAML_MODEL, _YAML_LR, _YAML_TRAINER)
+        return all(m.search(head) for m in marks) and not any(m in head for m in _METRIC_MARKERS)
+    if name.endswith(".toml"):
+        head = _head(path)
+        return all(m.search(head) for m in _TOML_TABLES)
+    return False
 
 
 def _head(path: Path) -> str:
@@ -130,6 +164,8 @@ def _parse(path: Path, text: str) -> Any:
     suffix = path.suffix.lower()
     if suffix == ".json":
         return _parse_json(path, text)
+    if suffix == ".toml":
+        return _parse_toml(path, text)
     if _NAMESPACE.match(text):
         return _parse_namespace(path, text)
     if suffix == ".txt":
@@ -144,6 +180,14 @@ def _parse_json(path: Path, text: str) -> Any:
         raise InputError(path, f"not valid JSON: {exc.msg}", line=exc.lineno) from exc
     except (ValueError, RecursionError) as exc:
         raise InputError(path, f"not valid JSON: {exc}") from exc
+
+
+def _parse_toml(path: Path, text: str) -> Any:
+    """torchtitan's train_configs/*.toml."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(path, f"not valid TOML: {exc}") from exc
 
 
 class _LenientLoader(yaml.SafeLoader):
@@ -287,15 +331,19 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "warmup_fraction": ("warmup_ratio", "lr_warmup_fraction", "warmup_fraction", "pct_start"),
     "grad_clip": (
         "grad_clip", "clip_grad", "max_grad_norm", "gradient_clip_val", "clip_grad_norm",
-        "grad_clip_norm", "clip_norm", "gradient_clipping",
+        "grad_clip_norm", "clip_norm", "gradient_clipping", "training.max_norm",
     ),
-    "precision": ("precision", "mixed_precision", "amp_dtype", "dtype", "params_dtype"),
+    "precision": (
+        "precision", "mixed_precision", "amp_dtype", "dtype", "params_dtype",
+        "mixed_precision_param",
+    ),
     "world_size": ("world_size", "n_gpus", "num_gpus", "ngpus", "total_gpus", "num_processes"),
     "gpus_per_node": ("gpus_per_node", "nproc_per_node", "num_gpus_per_node", "devices", "gpus"),
     "nodes": ("num_nodes", "nnodes", "n_nodes", "nodes"),
     "seq_len": (
         "seq_len", "seq_length", "max_seq_len", "max_seq_length", "block_size",
         "context_length", "sequence_length", "encoder_seq_length", "max_sequence_length",
+        "sequence_len", "cutoff_len",
     ),
     "global_batch_size": (
         "global_batch_size", "total_batch_size", "gbs", "global_batch", "global_train_batch_size",
@@ -316,16 +364,22 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "vocab_size": ("vocab_size", "padded_vocab_size", "n_vocab"),
     "lr_schedule": (
         "lr_schedule", "lr_scheduler_type", "lr_decay_style", "decay_style", "lr_scheduler",
-        "scheduler", "lr_scheduler.name", "scheduler.name",
+        "scheduler", "lr_scheduler.name", "scheduler.name", "sched.name",
     ),
     "lr_decay_steps": ("lr_decay_iters", "lr_decay_steps", "decay_steps"),
     # the final LR as a share of the peak: Composer/llm-foundry and OLMo's `alpha_f`, HF's
     # cosine_with_min_lr `min_lr_rate`
-    "min_lr_fraction": ("alpha_f", "min_lr_rate", "min_lr_ratio", "min_lr_factor"),
+    "min_lr_fraction": (
+        "alpha_f", "min_lr_rate", "min_lr_ratio", "min_lr_factor", "cosine_min_lr_ratio",
+    ),
     "lr_units": ("scheduler.units",),  # OLMo: "steps" or "tokens" (t_warmup in tokens)
     "clip_threshold": ("gradient_clipping.clipping_threshold",),  # Composer's algorithm
     "clip_type": ("gradient_clipping.clipping_type",),
     "tokens_per_step": ("tokens_per_step", "tokens_per_batch", "batch_size_tokens"),
+    "ds_scheduler": ("scheduler.type",),  # DeepSpeed's ds_config.json
+    "ds_batch": ("train_batch_size",),  # global only in a DeepSpeed config (HF: per device)
+    "nemo_constant_steps": ("sched.constant_steps",),  # NeMo: held at min_lr at the end
+    "hf_args": ("per_device_train_batch_size",),  # marks HF TrainingArguments (and its kin)
 }  # fmt: skip
 
 
@@ -440,8 +494,8 @@ HF_MODEL_CONFIG = ("model_type", "transformers_version", "architectures")  # any
 
 
 def _precision(look: _Lookup) -> str | None:
-    for flag in ("bf16", "fp16", "fp8"):  # Megatron/HF boolean flags: bf16: true
-        if look.first((flag,), lambda v: True if v is True else None):
+    for flag in ("bf16", "fp16", "fp8"):  # Megatron/HF flags `bf16: true`, DeepSpeed's
+        if look.first((flag, flag + ".enabled"), lambda v: True if v is True else None):
             return flag
     spellings = _SPELLINGS["precision"]
     if any(look.first((k,), lambda v: v if v is not None else None) for k in HF_MODEL_CONFIG):
@@ -496,16 +550,26 @@ def _global_batch(look: _Lookup, world: int | None) -> int | None:
 
 def _warmup(look: _Lookup, total: int | None) -> int | None:
     """Warm-up steps: a count, or a share of the run (`warmup_ratio`, Composer's `0.1dur`).
-    None when OLMo's scheduler counts in tokens: its t_warmup is no step count then."""
+    A count of 0 beside a share is HF's default, "use the ratio" (`warmup_steps: 0,
+    warmup_ratio: 0.1`), as is Megatron's fraction over its iters. None when OLMo's
+    scheduler counts in tokens: its t_warmup is no step count then."""
     if str(look.get("lr_units", lambda v: v) or "steps").lower() == "tokens":
         return None
     warmup = look.get("warmup_steps", _nonneg_steps)
     frac = look.get("warmup_fraction", _number)
     if frac is None:
         frac = look.get("warmup_steps", _duration_share)
-    if warmup is None and frac is not None and total:
-        warmup = round(frac * total)
+    if frac is None and look.get("hf_args", lambda v: v) is not None:
+        frac = look.get("warmup_steps", _hf_warmup_share)
+    if not warmup and frac:
+        return round(frac * total) if total else None
     return warmup  # type: ignore[no-any-return]
+
+
+def _hf_warmup_share(value: Any) -> float | None:
+    """transformers 5 dropped `warmup_ratio`: a `warmup_steps` under 1 is the share."""
+    num = _number(value)
+    return num if num is not None and 0 < num < 1 else None
 
 
 def _nonneg_steps(value: Any) -> int | None:
@@ -515,9 +579,8 @@ def _nonneg_steps(value: Any) -> int | None:
 def _min_lr(look: _Lookup) -> float | None:
     """The LR's floor: an absolute min_lr, else the final share (`alpha_f`) x the peak."""
     direct = look.get("min_lr", _number)
-    share, peak = look.get("min_lr_fraction", _number), look.get("peak_lr", _number)
-    if direct is None and share is not None and peak is not None and 0 <= share <= 1:
-        return float(f"{share * peak:.12g}")  # 0.1 x 6e-4 = 6e-5, not 5.9999999999999995e-05
+    if direct is None:
+        return _share_of(look.get("min_lr_fraction", _number), look.get("peak_lr", _number))
     return direct  # type: ignore[no-any-return]
 
 
@@ -551,6 +614,127 @@ def _derived(look: _Lookup) -> dict[str, Any]:
     return out
 
 
+# DeepSpeed's schedulers (deepspeed/runtime/lr_schedules.py), by `scheduler.type`: WarmupLR
+# warms up to `warmup_max_lr` and holds it; WarmupDecayLR then falls linearly to
+# `warmup_min_lr` at `total_num_steps`; WarmupCosineLR scales the optimizer's lr by a share
+# that warms up to 1 and falls on a cosine to `cos_min_ratio`. The warm-up is logarithmic
+# unless `warmup_type: linear`. An absent parameter has DeepSpeed's default; "auto" (the HF
+# Trainer fills it from its own arguments, not in this file) leaves the value unknown.
+_DS_SHAPES = {"warmuplr": "constant", "warmupdecaylr": "linear", "warmupcosinelr": "cosine"}
+_DS_DEFAULTS: dict[str, Any] = {
+    "warmup_num_steps": 1000, "warmup_max_lr": 0.001, "warmup_min_lr": 0.0,
+    "cos_min_ratio": 0.0001, "warmup_type": "log",
+}  # fmt: skip
+
+
+def _ds_shape(value: Any) -> str | None:
+    return _DS_SHAPES.get(value.lower()) if isinstance(value, str) else None
+
+
+def _ds_param(look: _Lookup, name: str, accept: Callable[[Any], Any]) -> Any:
+    """A DeepSpeed scheduler parameter: its value, DeepSpeed's default when absent."""
+    given = look.first((f"scheduler.params.{name}",), lambda v: (v,))
+    return accept(given[0] if given is not None else _DS_DEFAULTS.get(name))
+
+
+def _warmup_shape(value: Any) -> str | None:
+    return value.lower() if isinstance(value, str) and value.lower() in ("log", "linear") else None
+
+
+def _deepspeed(look: _Lookup) -> dict[str, Any]:
+    """The canonical schedule of a DeepSpeed scheduler (above); {} for none of them."""
+    kind = look.get("ds_scheduler", _ds_shape)
+    if kind is None:
+        return {}
+    out: dict[str, Any] = {
+        "lr_schedule": kind,
+        "warmup_steps": _ds_param(look, "warmup_num_steps", _nonneg_steps),
+        "lr_warmup_shape": _ds_param(look, "warmup_type", _warmup_shape),
+        "total_steps": look.get("total_steps", _positive_steps),
+    }
+    if kind != "constant":
+        out["total_steps"] = _ds_param(look, "total_num_steps", _positive_steps)
+    if kind == "cosine":
+        share, peak = _ds_param(look, "cos_min_ratio", _number), look.get("peak_lr", _number)
+        out["min_lr"] = _share_of(share, peak)
+    else:  # the scheduler sets the LR itself: the optimizer's lr is not used
+        out["peak_lr"] = _ds_param(look, "warmup_max_lr", _number)
+        out["min_lr"] = _ds_param(look, "warmup_min_lr", _number) if kind == "linear" else None
+    return out
+
+
+def _share_of(share: float | None, peak: float | None) -> float | None:
+    """share x peak, printed as the config would (0.1 x 6e-4 = 6e-5, not 5.9999999999999995e-05)."""
+    if share is None or peak is None or not 0 <= share <= 1:
+        return None
+    return float(f"{share * peak:.12g}")
+
+
+def _is_deepspeed(flat: dict[str, Any]) -> bool:
+    """A DeepSpeed config: its ZeRO section or per-GPU micro-batch are DeepSpeed's own keys."""
+    return any(k.startswith(("zero_optimization", "train_micro_batch_size_per_gpu")) for k in flat)
+
+
+def _deepspeed_batch(look: _Lookup) -> dict[str, Any]:
+    """DeepSpeed's `train_batch_size` is the global batch (micro x accumulation x GPUs)."""
+    return {"global_batch_size": look.get("ds_batch", _positive_int)}
+
+
+# torchtitan's TOML (torchtitan/components/lr_scheduler.py): a linear warm-up over
+# `lr_scheduler.warmup_steps`, the peak held, then a decay (`decay_type` linear, sqrt or
+# cosine; linear when unset) over the last `decay_ratio` share of `training.steps` (over all
+# steps after the warm-up when unset) to `min_lr_factor` x lr (`lr_min`, older: also a factor).
+_TITAN_KEYS = ("training.steps", "lr_scheduler.warmup_steps")
+
+
+def _torchtitan(flat: dict[str, Any], look: _Lookup) -> dict[str, Any]:
+    """torchtitan's schedule (above) as the canonical shapes; {} for no torchtitan config.
+    Its `lr_min` is a factor of the peak, not the absolute floor it is elsewhere (timm)."""
+    if not all(k in flat for k in _TITAN_KEYS):
+        return {}
+    steps, warm = _positive_steps(flat[_TITAN_KEYS[0]]), _nonneg_steps(flat[_TITAN_KEYS[1]])
+    keys = ("lr_scheduler.min_lr_factor", "lr_scheduler.lr_min")
+    factor = next((_number(flat[k]) for k in keys if k in flat), 0.0)
+    out: dict[str, Any] = {
+        "total_steps": steps, "warmup_steps": warm,
+        "min_lr": _share_of(factor, look.get("peak_lr", _number)),
+    }  # fmt: skip
+    if steps is None or warm is None:
+        return {**out, "lr_schedule": None}
+    return {**out, **_titan_shape(flat, steps, warm)}
+
+
+def _titan_shape(flat: dict[str, Any], steps: int, warm: int) -> dict[str, Any]:
+    """cosine/linear when the decay follows the warm-up, wsd when a stable phase comes first
+    (or the decay is sqrt, a shape only wsd's decay has)."""
+    shape = flat.get("lr_scheduler.decay_type", "linear")
+    ratio = _number(flat.get("lr_scheduler.decay_ratio"))
+    decay = steps - warm if ratio is None else round(steps * ratio)
+    if shape not in ("linear", "cosine", "sqrt") or decay <= 0 or warm + decay > steps:
+        return {"lr_schedule": None}  # torchtitan versions differ on an overlap: unknown
+    if warm + decay == steps and shape != "sqrt":
+        return {"lr_schedule": shape}
+    return {"lr_schedule": "wsd", "lr_wsd_decay_steps": decay, "lr_wsd_decay_shape": shape}
+
+
+def _nemo_decay_end(look: _Lookup, total: int | None) -> int | None:
+    """NeMo's CosineAnnealing with `constant_steps` ends its decay that many steps before
+    max_steps and holds min_lr after (nemo/core/optim/lr_scheduler.py)."""
+    held = look.get("nemo_constant_steps", _positive_int)
+    return total - held if held and total and total - held > 0 else None
+
+
+def _framework_schedules(flat: dict[str, Any], look: _Lookup, found: dict[str, Any]) -> None:
+    """Where a framework's keys mean something else than their spelling says elsewhere."""
+    deepspeed = _deepspeed(look)
+    found.update(deepspeed)
+    if deepspeed or _is_deepspeed(flat):
+        found.update(_deepspeed_batch(look))
+    found.update(_torchtitan(flat, look))
+    if found.get("lr_decay_steps") is None:
+        found["lr_decay_steps"] = _nemo_decay_end(look, found.get("total_steps"))
+
+
 def add_canonical(flat: dict[str, Any]) -> dict[str, Any]:
     """Return `flat` plus every canonical key that can be found or computed."""
     look = _Lookup(flat)
@@ -564,6 +748,7 @@ def add_canonical(flat: dict[str, Any]) -> dict[str, Any]:
         "lr_decay_steps": look.get("lr_decay_steps", _positive_steps),
         **_derived(look),
     }
+    _framework_schedules(flat, look, found)
     out = dict(flat)
     for key, value in found.items():
         if value is None:

@@ -67,7 +67,8 @@ def test_config_from_state_and_siblings() -> None:
     assert cfg["max_steps"] == 40 and cfg["total_steps"] == 40 and cfg["train_batch_size"] == 8
     assert (cfg["beta1"], cfg["beta2"]) == (0.9, 0.98)  # training_args.json adam_beta*
     assert cfg["precision"] == "bf16" and cfg["grad_clip"] == 1.0 and cfg["peak_lr"] == 5e-5
-    assert cfg["warmup_steps"] == 0 and cfg["seed"] == 42
+    # warmup_steps 0 beside warmup_ratio 0.1: HF warms up ceil(0.1 x max_steps 40) steps
+    assert cfg["warmup_steps"] == 4 and cfg["seed"] == 42
     assert cfg["n_layer"] == 2  # model config.json
 
 

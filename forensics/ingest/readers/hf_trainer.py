@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from forensics.errors import InputError
 from forensics.ingest.base import Reader, ReadResult, register
 from forensics.ingest.checkpoints import HF_CHECKPOINT_DIR
-from forensics.ingest.config import is_config_file, load_config, normalise_config
+from forensics.ingest.config import add_canonical, is_config_file, load_config, normalise_config
 from forensics.ingest.jsonfile import read_json_object
 from forensics.lazy import lazy_module
 
@@ -222,4 +222,6 @@ def _config(path: Path, state: dict[str, Any], summary: dict[str, Any]) -> dict[
             merged.update(load_config(sibling))
     fields = {k: v for k, v in state.items() if k != "log_history"}
     merged.update(normalise_config({**fields, "trainer_summary": summary}))
-    return merged
+    # Once more over all of it: the state's max_steps makes a warmup_ratio of
+    # training_args.json (trained by epochs, max_steps -1) a number of steps.
+    return add_canonical(merged)
