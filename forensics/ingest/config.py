@@ -62,7 +62,8 @@ def is_config_file(path: Path) -> bool:
     Recognition is by name (the set above, plus `*_config.json|yaml`), then confirmed by a
     look at the head, so a JSONL log or a metrics JSON called `config.json` is not taken.
     Files their users name (a DeepSpeed `ds_config_zero3.json`, an axolotl `qwen_lora.yaml`,
-    a torchtitan `llama3_8b.toml`) are taken by their framework's own keys (_by_content).
+    an llm-foundry `mpt-125m.yaml`, a torchtitan `llama3_8b.toml`) are taken by their
+    framework's own keys (_by_content).
     """
     name = path.name.lower()
     if name in _NOT_CONFIG_NAMES or not path.is_file():
@@ -90,6 +91,11 @@ _YAML_TRAINER = re.compile(
     r"^(datasets|dataset|stage|finetuning_type|micro_batch_size|sequence_len|cutoff_len)\s*:",
     re.MULTILINE,
 )
+# Composer (llm-foundry) and OLMo training YAML: a top-level run length, scheduler and
+# optimizer section (`max_duration: 4800ba`, `scheduler:`, `optimizer:`)
+_YAML_COMPOSER = tuple(
+    re.compile(rf"^{key}\s*:", re.MULTILINE) for key in ("max_duration", "scheduler", "optimizer")
+)
 _TOML_TABLES = (re.compile(r"^\[lr_scheduler\]", re.MULTILINE),
                 re.compile(r"^\[training\]", re.MULTILINE))  # fmt: skip
 
@@ -102,7 +108,8 @@ def _by_content(name: str, path: Path) -> bool:
     if name.endswith((".yaml", ".yml")):
         head = _head(path)
         marks = (_YAML_MODEL, _YAML_LR, _YAML_TRAINER)
-        return all(m.search(head) for m in marks) and not any(m in head for m in _METRIC_MARKERS)
+        ours = all(m.search(head) for m in marks) or all(m.search(head) for m in _YAML_COMPOSER)
+        return ours and not any(m in head for m in _METRIC_MARKERS)
     if name.endswith(".toml"):
         head = _head(path)
         return all(m.search(head) for m in _TOML_TABLES)

@@ -249,3 +249,24 @@ def test_composer_durations_and_floors(raw: dict[str, Any], expected: dict[str, 
     cfg = add_canonical(flatten(raw))
     canon = ("warmup_steps", "total_steps", "min_lr", "grad_clip", "lr_schedule")
     assert {k: cfg[k] for k in canon if k in cfg} == expected
+
+
+def test_llm_foundry_run_folder_reads_its_yaml(tmp_path: Path) -> None:
+    """An llm-foundry run: the console log Composer wrote and the recipe YAML under the name
+    its user gave it. Before, `mpt-125m.yaml` was no config name and the run had no config:
+    no warm-up, no schedule, beta2 unknown."""
+    from forensics.ingest import ingest
+    from forensics.store import open_store
+
+    run = tmp_path / "mpt-run"
+    run.mkdir()
+    write(run / "mpt-125m.yaml", MPT_125M)
+    blocks = [f"[batch={s}/4800]:\n\t Train time/batch: {s - 1}\n\t Train loss/train/total: "
+              f"{9.0 - 0.01 * s:.4f}\n" for s in range(1, 61)]  # fmt: skip
+    write(run / "train.log", "".join(blocks))
+    with open_store(tmp_path / "f.duckdb") as store:
+        ingest(store, [run], run="mpt")
+        cfg = json.loads(store.query("SELECT config FROM runs")["config"][0])
+    assert (cfg["warmup_steps"], cfg["total_steps"], cfg["lr_schedule"]) == (100, 4800, "cosine")
+    assert (cfg["beta2"], cfg["min_lr"], cfg["grad_clip"]) == (0.95, 6e-5, 1.0)
+    assert config_lr_frac(50, cfg) == pytest.approx(0.5)
