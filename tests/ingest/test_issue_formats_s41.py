@@ -8,18 +8,13 @@ reader stored before.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
 from issue_log_helpers import stored as _stored
+from test_issue_formats_more import TF_SLIM_6
 from test_issue_formats_s28 import IMDLBENCO_LOCAL_REDUCED
-from test_issue_formats_s40 import TIMM_814_TEST, XIAOTUDUI_1
-
-
-def _nan_at(series: dict[int, float]) -> list[int]:
-    return sorted(s for s, v in series.items() if math.isnan(v))
-
+from test_issue_formats_s40 import TIMM_814_TEST, XIAOTUDUI_1, _nan_at
 
 # ----- top-k accuracy meters: `Acc@1:  0.0000 (20.4420)`, `Acc@1   0.09 (  0.09)` -------------
 # timm's validate() prints `Acc@1: {top1.val:>7.4f} ({top1.avg:>7.4f})` and the PyTorch ImageNet
@@ -158,20 +153,8 @@ def test_imdlbenco_averaged_stats_store_the_reduced_mean(tmp_path: Path) -> None
 
 
 # ----- TF-slim's train_step: `global step 2458: loss = nan (2.34 sec/step)` ----------------------
-# Quoted as printed in https://github.com/ardiya/HashtagPrediction/issues/6 (TF-slim's
-# learning.py logs `global step %d: loss = %.4f (%.3f sec/step)`).
-TF_SLIM_6 = """\
-INFO:tensorflow:global step 2454: loss = 0.6953 (1.61 sec/step)
-INFO:tensorflow:global step 2455: loss = 0.6953 (1.61 sec/step)
-INFO:tensorflow:global step 2456: loss = 0.6953 (1.61 sec/step)
-INFO:tensorflow:global step 2457: loss = 0.6953 (1.61 sec/step)
-INFO:tensorflow:global step 2458: loss = nan (2.34 sec/step)
-INFO:tensorflow:global step 2459: loss = nan (1.50 sec/step)
-INFO:tensorflow:global step 2460: loss = nan (1.61 sec/step)
-INFO:tensorflow:global step 2461: loss = nan (1.59 sec/step)
-INFO:tensorflow:global step 2462: loss = nan (1.59 sec/step)
-INFO:tensorflow:global step 2463: loss = nan (1.61 sec/step)
-"""
+# Quoted in test_issue_formats_more from https://github.com/ardiya/HashtagPrediction/issues/6
+# (TF-slim's learning.py logs `global step %d: loss = %.4f (%.3f sec/step)`).
 
 
 def test_tf_slim_step_time_in_parentheses(tmp_path: Path) -> None:
