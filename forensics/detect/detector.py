@@ -153,7 +153,7 @@ def loss_incidents(sc: Screen, data: RunData, cfg: DetectConfig) -> list[Inciden
                 if sc.sharp[lo : hi + 1].any():
                     _extend(out[-1], sc, lo + int(np.argmax(sc.resid[lo : hi + 1])), hi, data, cfg)
                 continue
-        ref = refine(sc, lo, hi, data.interval, cfg, usable)
+        ref = refine(sc, lo, hi, data.interval, cfg, usable, out[-1].trend if out else None)
         if sc.x[ref.peak] - ref.trend.at(sc.steps[ref.peak]) < cfg.rise_min:
             continue  # not above its own pre-onset trend: the tail of an earlier incident
         if out and _joins(out[-1], sc, int(sc.steps[ref.onset]), cfg):

@@ -77,15 +77,18 @@ def refine(
     interval: float,
     cfg: DetectConfig,
     usable: np.ndarray | None = None,
+    before: Trend | None = None,
 ) -> Refined:
     """Onset, peak and settle of the excursion flagged at points lo..hi of the screen;
-    `usable` marks the points the pre-spike trend may be fitted on."""
+    `usable` marks the points the pre-spike trend may be fitted on; `before`: the trend
+    of the incident before it (fit_trend)."""
     peak = lo + int(np.argmax(sc.x[lo : hi + 1] - np.nan_to_num(sc.trend[lo : hi + 1])))
     sigma = float(sc.sigma[lo])
     thr = onset_threshold(sigma, cfg)
     onset = walk_back(sc, lo, thr, cfg.trend_points)
     trend = fit_trend(
-        sc.steps, sc.x, int(sc.steps[onset]), cfg, usable, log=sc.log_space, shifts=sc.shifts
+        sc.steps, sc.x, int(sc.steps[onset]), cfg, usable, log=sc.log_space, shifts=sc.shifts,
+        before=before,
     )
     startup = onset < sc.burn_in
     if startup:  # segments from the onset on: before it the descent is above a flat trend

@@ -24,7 +24,10 @@ Its slope is clamped to [-1, 0]: a loss that was rising before the spike must no
 spike look normal. A line that has fallen below the points next to the onset (the loss
 flattened) is lifted onto them (_anchored). A collapse the onset ends (a degenerate
 shard's, the loss back up to its old level after the spike) is left out of the fit
-(_collapse).
+(_collapse). Points spanning less than MIN_SLOPE_SPAN (about 20% in steps: the few points
+between a late start-up's end or an earlier incident and the onset) give the level only:
+the slope is the earlier incident's trend's, else 0, since a slope fitted on them is noise
+and, extrapolated over the recovery window, can cut the loss to a third.
 """
 
 from __future__ import annotations
@@ -80,12 +83,18 @@ def fit_trend(
     *,
     log: bool = True,
     shifts: np.ndarray | None = None,
+    before: Trend | None = None,
 ) -> Trend:
     """Robust local power law on the points before the onset (see module doc). `usable`
     masks out points that belong to earlier incidents or to start-up, when enough remain;
     `log`: whether x is log loss (Screen.log_space), kept on the trend; `shifts`: steps
-    where the schedule moves the loss's level (Screen.shifts)."""
-    return replace(_fit(steps, x, onset_step, cfg, usable, shifts, log), log=log)
+    where the schedule moves the loss's level (Screen.shifts); `before`: the trend an
+    earlier incident was judged on, whose slope stands in when what came after it spans
+    too little to measure one (MIN_SLOPE_SPAN)."""
+    trend, span = _fit(steps, x, onset_step, cfg, usable, shifts, log)
+    if trend.n_points and span < MIN_SLOPE_SPAN:
+        trend = replace(trend, slope=before.slope if before is not None else 0.0)
+    return replace(trend, log=log)
 
 
 def _fit(
@@ -96,7 +105,8 @@ def _fit(
     usable: np.ndarray | None,
     shifts: np.ndarray | None = None,
     log: bool = True,
-) -> Trend:
+) -> tuple[Trend, float]:
+    """The trend, and the span of the points it was fitted on in log steps."""
     span = max(cfg.pre_steps, cfg.pre_fraction * onset_step)
     lo, hi = np.searchsorted(steps, [onset_step - span, onset_step], side="left")
     if hi - lo < 3:
@@ -112,13 +122,14 @@ def _fit(
         keep = usable[lo:hi]
         st, xs = st[keep], xs[keep]
     if len(xs) == 0:
-        return Trend(float(x[min(hi, len(x) - 1)]) if len(x) else 0.0, 0.0, float(onset_step), 0)
+        level = float(x[min(hi, len(x) - 1)]) if len(x) else 0.0
+        return Trend(level, 0.0, float(onset_step), 0), 0.0
     trend = _two_halves(st, xs)
     cut = _last_step_down(st, xs, trend, cfg, shifts)
     if cut:
         st, xs = st[cut:], xs[cut:]
         trend = _two_halves(st, xs)
-    return _anchored(st, xs, trend, cfg)
+    return _anchored(st, xs, trend, cfg), float(np.log1p(st[-1]) - np.log1p(st[0]))
 
 
 def _anchored(st: np.ndarray, xs: np.ndarray, trend: Trend, cfg: DetectConfig) -> Trend:
@@ -155,6 +166,10 @@ def _two_halves(st: np.ndarray, xs: np.ndarray) -> Trend:
     return Trend(x2, float(np.clip(slope, -1.0, 0.0)), ref, len(xs))
 
 
+# Below this span in log steps (about 20% in steps) a history is too short to measure a
+# slope: noise alone swings it across [-1, 0], and a line at -0.8 extrapolated 500 steps
+# cuts the loss to a third.
+MIN_SLOPE_SPAN = 0.2
 STEP_POINTS = 5  # points on each side of a candidate step in _last_step_down
 
 

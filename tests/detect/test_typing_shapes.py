@@ -80,3 +80,27 @@ def test_noise_widens_the_tolerance() -> None:
     trend = fit_trend(steps, x, 2000, CFG)
     shape = type_shape(Metric(steps, np.exp(x)), trend, 2000, 0.06, 1.0, CFG)
     assert shape.type == "recoverable" and shape.tolerance > CFG.tolerance
+
+
+def test_a_history_too_short_for_a_slope_is_level() -> None:
+    """A fine-tune whose start-up ended only after its second epoch's drop (third generator,
+    seed 16700016: burn-in at step 185, a garbage batch at 194) leaves 9 points to fit. A
+    3% fall across them fits a slope of -0.8 in log-log, which extrapolated 500 steps cuts
+    the loss to a third (in that run the recovered spike read lingering, 123% above its
+    "trend"). Over less than ~20% of the step count a slope is noise; the trend is held
+    level."""
+    steps = np.arange(1, 194)
+    x = np.log(np.where(steps < 185, 3.2, 2.8 * (1 - 0.004 * (steps - 185))))
+    usable = steps >= 185
+    trend = fit_trend(steps, x, 194, CFG, usable)
+    assert trend.slope == 0.0
+    assert trend.value_at(694) == pytest.approx(float(np.exp(np.median(x[-4:]))), rel=0.01)
+    # a span long enough to measure one keeps its slope
+    assert fit_trend(steps, np.log(3.0 * steps**-0.1), 194, CFG).slope == pytest.approx(
+        -0.1, abs=0.01
+    )
+    # after an earlier incident, the curve's slope is the one that incident was judged on
+    # (the points since it only give the level)
+    before = fit_trend(steps, np.log(3.0 * steps**-0.1), 150, CFG)
+    after = fit_trend(steps, x, 194, CFG, usable, before=before)
+    assert after.slope == before.slope and after.level == trend.level
