@@ -87,7 +87,13 @@ def refine(
     thr = onset_threshold(sigma, cfg)
     onset = walk_back(sc, lo, thr, cfg.trend_points)
     trend = fit_trend(
-        sc.steps, sc.x, int(sc.steps[onset]), cfg, usable, log=sc.log_space, shifts=sc.shifts,
+        sc.steps,
+        sc.x,
+        int(sc.steps[onset]),
+        cfg,
+        usable,
+        log=sc.log_space,
+        shifts=sc.shifts,
         before=before,
     )
     startup = onset < sc.burn_in
