@@ -13,9 +13,10 @@ as a fraction of the peak LR, so that the LR phase (warm-up, peak, decay) is kno
   `lr_decay_steps` (else `total_steps`), held there after;
 - inverse_sqrt: peak * sqrt(warmup / step) after warm-up;
 - wsd (warm-up, stable, decay): the peak through the stable phase, then a decay over the
-  last `lr_wsd_decay_steps` shaped `lr_wsd_decay_shape` (linear, cosine or sqrt: 1 - sqrt)
-  to `min_lr` (torchtitan's decay_ratio); without that length only the first half of the
-  run is called stable;
+  last `lr_wsd_decay_steps` of the decay length shaped `lr_wsd_decay_shape` (linear, cosine,
+  sqrt: 1 - sqrt, exponential: 2 x 0.5^q - 1) to `min_lr` (torchtitan's decay_ratio,
+  Megatron's lr_wsd_decay_iters and lr_wsd_decay_style); without that length only the
+  first half of the run is called stable;
 - a warm-up `lr_warmup_shape: log` (DeepSpeed's default) rises as log(step + 1) / log(warm-up).
 
 Unknown schedule, no warm-up length or no run length (where the shape needs it): None,
@@ -93,6 +94,7 @@ _WSD_SHAPES = {
     "linear": lambda q: 1 - q,
     "cosine": lambda q: 0.5 * (1 + math.cos(math.pi * q)),
     "sqrt": lambda q: 1 - math.sqrt(q),
+    "exponential": lambda q: 2 * 0.5**q - 1,  # Megatron's
 }
 
 

@@ -374,6 +374,9 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
         "scheduler", "lr_scheduler.name", "scheduler.name", "sched.name",
     ),
     "lr_decay_steps": ("lr_decay_iters", "lr_decay_steps", "decay_steps"),
+    # Megatron's WSD: the decay over the last lr_wsd_decay_iters of lr_decay_iters
+    "lr_wsd_decay_steps": ("lr_wsd_decay_iters", "lr_wsd_decay_steps"),
+    "lr_wsd_decay_shape": ("lr_wsd_decay_style",),
     # the final LR as a share of the peak: Composer/llm-foundry and OLMo's `alpha_f`, HF's
     # cosine_with_min_lr `min_lr_rate`
     "min_lr_fraction": (
@@ -724,6 +727,15 @@ def _titan_shape(flat: dict[str, Any], steps: int, warm: int) -> dict[str, Any]:
     return {"lr_schedule": "wsd", "lr_wsd_decay_steps": decay, "lr_wsd_decay_shape": shape}
 
 
+# Megatron's lr_wsd_decay_style to the decay shapes detect/schedule.py computes
+_WSD_STYLES = {"linear": "linear", "cosine": "cosine", "minus_sqrt": "sqrt",
+               "exponential": "exponential"}  # fmt: skip
+
+
+def _wsd_shape(value: Any) -> str | None:
+    return _WSD_STYLES.get(value.lower()) if isinstance(value, str) else None
+
+
 def _nemo_decay_end(look: _Lookup, total: int | None) -> int | None:
     """NeMo's CosineAnnealing with `constant_steps` ends its decay that many steps before
     max_steps and holds min_lr after (nemo/core/optim/lr_scheduler.py)."""
@@ -753,6 +765,8 @@ def add_canonical(flat: dict[str, Any]) -> dict[str, Any]:
         "vocab_size": look.get("vocab_size", _positive_int),
         "lr_schedule": look.get("lr_schedule", schedule_name),
         "lr_decay_steps": look.get("lr_decay_steps", _positive_steps),
+        "lr_wsd_decay_steps": look.get("lr_wsd_decay_steps", _positive_steps),
+        "lr_wsd_decay_shape": look.get("lr_wsd_decay_shape", _wsd_shape),
         **_derived(look),
     }
     _framework_schedules(flat, look, found)

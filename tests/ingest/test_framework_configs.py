@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from forensics.detect.schedule import config_lr_frac
-from forensics.ingest.config import is_config_file, load_config
+from forensics.ingest.config import add_canonical, flatten, is_config_file, load_config
 from forensics.ingest.readers.hf_trainer import HfTrainerReader
 
 
@@ -479,3 +479,30 @@ def test_hf_v4_warmup_ratio_beside_zero_steps(tmp_path: Path) -> None:
     assert cfg["warmup_steps"] == 100 and cfg["warmup_steps_raw"] == 0
     assert config_lr_frac(50, cfg) == pytest.approx(0.5)
     assert config_lr_frac(1050, cfg) == pytest.approx(0.5)
+
+
+# Megatron-LM's WSD arguments (megatron/training/arguments.py: --lr-decay-style WSD,
+# --lr-wsd-decay-style, --lr-wsd-decay-iters), as its CI model_config.yaml writes them. Its
+# scheduler (megatron/core/optimizer_param_scheduler.py) holds the peak until
+# lr_decay_iters - lr_wsd_decay_iters, then min_lr + coeff x (lr - min_lr) with coeff
+# 1 - sqrt(r) (minus_sqrt) or 2 x 0.5^r - 1 (exponential), r the share of the decay done.
+MEGATRON_WSD = {
+    "MODEL_ARGS": {
+        "--lr": 3.0e-4, "--min-lr": 3.0e-5, "--lr-warmup-iters": 100, "--train-iters": 10000,
+        "--lr-decay-style": "WSD", "--lr-wsd-decay-style": "minus_sqrt",
+        "--lr-wsd-decay-iters": 1000,
+    }
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("style", "coeff"), [("minus_sqrt", 1 - 0.5**0.5), ("exponential", 2 * 0.5**0.5 - 1)]
+)
+def test_megatron_wsd_decay(style: str, coeff: float) -> None:
+    # before: wsd with no decay length, so only the run's first half was known (stable)
+    raw = {"MODEL_ARGS": {**MEGATRON_WSD["MODEL_ARGS"], "--lr-wsd-decay-style": style}}
+    cfg = add_canonical(flatten(raw))
+    assert (cfg["lr_schedule"], cfg["lr_wsd_decay_steps"]) == ("wsd", 1000)
+    assert config_lr_frac(8000, cfg) == 1.0  # still stable: the decay starts at 9000
+    assert config_lr_frac(9500, cfg) == pytest.approx(0.1 + 0.9 * coeff)
+    assert config_lr_frac(10000, cfg) == pytest.approx(0.1)
