@@ -615,7 +615,12 @@ def _derived(look: _Lookup) -> dict[str, Any]:
     out["world_size"] = _world_size(look)
     out["global_batch_size"] = _global_batch(look, out["world_size"])
     out["total_steps"] = look.get("total_steps", _positive_steps)
-    out["warmup_steps"] = _warmup(look, out["total_steps"])
+    # Megatron's lr_warmup_fraction is a share of its decay length (lr_warmup_steps =
+    # lr_warmup_fraction x lr_decay_steps in its get_optimizer_param_scheduler), not of
+    # train_iters; HF's warmup_ratio is of the run
+    megatron = look.first(("lr_warmup_fraction",), _number) is not None
+    decay = look.get("lr_decay_steps", _positive_steps) if megatron else None
+    out["warmup_steps"] = _warmup(look, decay or out["total_steps"])
     out["seq_len"] = look.get("seq_len", _positive_int)
     tokens = look.get("tokens_per_step", _positive_int)
     if tokens is None and out["global_batch_size"] and out["seq_len"]:

@@ -506,3 +506,17 @@ def test_megatron_wsd_decay(style: str, coeff: float) -> None:
     assert config_lr_frac(8000, cfg) == 1.0  # still stable: the decay starts at 9000
     assert config_lr_frac(9500, cfg) == pytest.approx(0.1 + 0.9 * coeff)
     assert config_lr_frac(10000, cfg) == pytest.approx(0.1)
+
+
+def test_megatron_warmup_fraction_is_of_the_decay_length() -> None:
+    # Megatron: lr_warmup_steps = lr_warmup_fraction x lr_decay_steps; before, the fraction
+    # was taken of train_iters (100 here instead of 80)
+    raw = {"MODEL_ARGS": {"--lr-warmup-fraction": 0.01, "--train-iters": 10000,
+                          "--lr-decay-iters": 8000, "--lr-decay-style": "cosine"}}  # fmt: skip
+    assert add_canonical(flatten(raw))["warmup_steps"] == 80
+    # without lr_decay_iters Megatron decays over train_iters, and so warms up on them
+    del raw["MODEL_ARGS"]["--lr-decay-iters"]
+    assert add_canonical(flatten(raw))["warmup_steps"] == 100
+    # HF's warmup_ratio stays a share of the run
+    hf = {"warmup_ratio": 0.1, "max_steps": 1000, "lr_decay_steps": 500}
+    assert add_canonical(hf)["warmup_steps"] == 100
