@@ -1837,7 +1837,13 @@ def _training_loss_names(found: dict[str, Template]) -> Callable[[str], bool]:
     table = alias_table()
     if any(table.canonical(k) == "loss" for t in found.values() for k in t.names.values()):
         return lambda k: table.canonical(k) == "loss"
-    return lambda k: "loss" in k.lower() and not _eval_key(k) and table.canonical(k) != "loss_scale"
+    return lambda k: _loss_named(k) and not _eval_key(k)
+
+
+def _loss_named(name: str) -> bool:
+    """A name that says loss and is no fp16 loss scale (DeepSpeed's `reducing to 2` beside
+    a diffusers bar): the other losses a log with no `loss` may have."""
+    return "loss" in name.lower() and alias_table().canonical(name) != "loss_scale"
 
 
 def _averages(t: Template) -> bool:
@@ -2729,14 +2735,8 @@ def _no_training_loss(rows: pl.DataFrame) -> list[str]:
     names = rows["raw_name"].unique(maintain_order=True).to_list()
     if any(table.canonical(n) in _LOSSES for n in names):
         return []
-    # the fp16 loss scale (DeepSpeed's `reducing to 2` beside a diffusers bar) is no loss
-    lossy = [
-        n
-        for n in names
-        if "loss" in n.lower()
-        and table.canonical(n) != "loss_scale"
-        and not n.startswith(("epoch/", "summary/"))  # the same losses, averaged
-    ]
+    # epoch/ and summary/ names are the same losses, averaged
+    lossy = [n for n in names if _loss_named(n) and not n.startswith(("epoch/", "summary/"))]
     objectives = [n for n in names if _XLM_OBJECTIVE.match(n)]
     if not lossy and objectives:
         said = (
