@@ -50,6 +50,7 @@ from forensics.ingest.readers._epoch_restarts import counted_over_epochs
 from forensics.ingest.readers._generic_groups import dict_entries, group_totals
 from forensics.ingest.readers._rewrites import unpadded_nonfinite, yolo_rows
 from forensics.ingest.readers._scale_name import scale_as_loss_scale
+from forensics.ingest.readers._step_rate import STEP_RATE, step_rate_rows
 from forensics.ingest.readers._text import (
     SLOT,
     head_lines,
@@ -2000,6 +2001,9 @@ def extract(
         overflow_lines.extend(said.to_list())
     if said.len():
         prepared = prepared.filter(~pl.col("line").is_in(said.implode()))
+    rates = prepared.filter(pl.col("text").str.contains(STEP_RATE))
+    if rates.height:  # TensorFlow's `global_step/sec: 2.12`: a rate, stored by step_rate_rows
+        prepared = prepared.filter(~pl.col("line").is_in(rates["line"].implode()))
     found = templates(prepared, notes)
     _counts_before_values(prepared, found, notes)
     _leading_epoch_batch(prepared, found, notes)
@@ -2069,6 +2073,7 @@ def extract(
     rows = _skipped_steps(rows.select(empty.columns), hit, found, notes)
     out = scale_as_loss_scale(_skip_increments(group_totals(rows, grouped, notes), notes), notes)
     records = hit.filter(~pl.col("cont")).select("line", "step")
+    out = step_rate_rows(rates, records, out, notes)
     if overflows.height:
         out = _overflow_rows(overflows, records, out, notes, events)
     if diverged.height and events is not None:
