@@ -13,6 +13,53 @@ from pathlib import Path
 from issue_log_helpers import stored as _stored
 from test_issue_formats_s33 import TF_43014
 
+# ----- PccAI: validation batches printed like training batches ---------------------------
+# PccAI's pccai/pipelines/train.py opens every epoch with `Training at epoch %d (total %d)
+# with lr ...` and, every `val_freq` epochs, after the epoch's summary and checkpoint, logs
+# `'Validation at epoch %d' % epoch`, then validate_one_epoch() prints each batch with the
+# training loop's own format (`'    batch count: %d/%d, iter: %d, ' % (batch_id, len_data,
+# batch_id)` then `'%s: %f, '` per loss, no aux_loss), then `'Validation --- '` and
+# `'avg_val_%s: %f, '` per loss. The training lines, the epoch summary, the checkpoint line
+# and the `Training at epoch 2` line are quoted as printed in
+# https://github.com/InterDigitalInc/PccAI/issues/1 ("NaN during training of example
+# model"; epoch 2's two lines with their timestamps moved on by the validation's time).
+# Constructed in PccAI's format: the `Training at epoch 1` line (in the shape of the issue's
+# epoch 2 line) and the validation block (as with `--val_freq 1`; the example script's
+# VAL_FREQ is 5, and the issue's paste of its validations is not quoted here).
+PCCAI_VALIDATION = """\
+[2023-03-10 19:53:05,113] Training at epoch 1 (total 1) with lr 0.0008 and aux_lr 0.005
+[2023-03-10 19:55:41,356]     batch count: 260/308, iter: 260, bpp_loss_y: 0.042916, bpp_loss: 0.042916, xyz_loss: 0.083523, loss: 0.126439, aux_loss: 1284.993164
+[2023-03-10 19:55:49,779]     batch count: 280/308, iter: 280, bpp_loss_y: 0.041586, bpp_loss: 0.041586, xyz_loss: 0.078944, loss: 0.120530, aux_loss: 1206.581177
+[2023-03-10 19:56:08,349]     batch count: 300/308, iter: 300, bpp_loss_y: 0.039092, bpp_loss: 0.039092, xyz_loss: 0.079439, loss: 0.118532, aux_loss: 1128.780273
+[2023-03-10 19:56:29,560] Epoch: 1/1 --- time: 1067.101541, lr: 0.000800, avg_bpp_loss_y: 0.058304, avg_bpp_loss: 0.058304, avg_xyz_loss: 0.087006, avg_loss: 0.145311
+
+[2023-03-10 19:56:30,760] Current checkpoint saved to results/train_mdlnet/epoch_1.pth.
+
+[2023-03-10 19:56:30,766] Validation at epoch 1
+[2023-03-10 19:56:31,020]     batch count: 0/77, iter: 0, bpp_loss_y: 0.040117, bpp_loss: 0.040117, xyz_loss: 0.091203, loss: 0.131320
+[2023-03-10 19:56:33,410]     batch count: 20/77, iter: 20, bpp_loss_y: 0.039870, bpp_loss: 0.039870, xyz_loss: 0.102447, loss: 0.142317
+[2023-03-10 19:56:35,801]     batch count: 40/77, iter: 40, bpp_loss_y: 0.041052, bpp_loss: 0.041052, xyz_loss: 0.088120, loss: 0.129172
+[2023-03-10 19:56:38,190]     batch count: 60/77, iter: 60, bpp_loss_y: 0.040498, bpp_loss: 0.040498, xyz_loss: 0.095316, loss: 0.135814
+[2023-03-10 19:56:40,212] Validation --- avg_val_bpp_loss_y: 0.040382, avg_val_bpp_loss: 0.040382, avg_val_xyz_loss: 0.094275, avg_val_loss: 0.134657
+
+[2023-03-10 19:56:40,224] Training at epoch 2 (total 2) with lr 0.0008 and aux_lr 0.005
+[2023-03-10 19:56:40,569]     batch count: 0/308, iter: 0, bpp_loss_y: 0.038502, bpp_loss: 0.038502, xyz_loss: 0.098219, loss: 0.136720, aux_loss: 1100.362549
+"""  # noqa: E501
+
+
+def test_pccai_validation_batches_are_no_training_steps(tmp_path: Path) -> None:
+    # before: the four validation batches were training steps 0, 20, 40, 60 (counted with
+    # the validation's total, 77) and their losses joined `loss`, the training series
+    fmt, m, w = _stored(tmp_path, PCCAI_VALIDATION)
+    assert fmt == "generic_text"
+    assert m["loss"] == {260: 0.126439, 280: 0.12053, 300: 0.118532, 308: 0.13672}
+    assert m["xyz_loss"] == {260: 0.083523, 280: 0.078944, 300: 0.079439, 308: 0.098219}
+    assert sorted(m["aux_loss"]) == [260, 280, 300, 308]
+    # the validation's values, at the training step it ran after (the last batch printed)
+    assert m["val_loss"] == {300: 0.135814} and m["val_xyz_loss"] == {300: 0.095316}
+    assert any("under `Validation at epoch E`" in x for x in w)
+
+
 # ----- TensorFlow's `global_step/sec: 0.803899`: the training rate ------------------------
 # TF1's StepCounterHook prints the steps per second over the last report's steps on a line
 # of its own, before the Estimator's `loss = ..., step = 100 (124.394 sec)` of the same run

@@ -61,6 +61,7 @@ from forensics.ingest.readers._text import (
     read_text,
     scan_beyond_head,
 )
+from forensics.ingest.readers._validation_sections import validation_lines
 from forensics.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -2031,10 +2032,13 @@ def extract(
         _epochs_as_steps(prepared, found, notes)
     found = {k: t for k, t in found.items() if t.is_record or t.cont}
     _batch_counters(prepared, found)
+    counted = [k for k, t in found.items() if t.per_epoch and t.is_record]
+    validating = validation_lines(prepared, _EPOCH_START, counted)
     step_tbl, name_tbl = _slot_table(found)
     hit = prepared.join(step_tbl, on="tpl", how="inner", maintain_order="left").with_columns(
         pl.col("body").str.extract_all(NUM).alias("nums")
     )
+    hit = _validation_batches(hit, validating, notes)
     hit = _steps(hit, _epoch_headers(prepared, found, notes), notes)
     hit = counted_over_epochs(hit, _printed_epochs(found), notes)
     if any(t.bar for t in found.values()):
@@ -2045,7 +2049,7 @@ def extract(
     bad_step = hit.filter(~pl.col("cont") & pl.col("step").is_null())
     hit = hit.filter(pl.col("cont") | pl.col("step").is_not_null())
     evaluations = [k for k, t in found.items() if t.cont and _evaluation(list(t.names.values()))]
-    hit = _attach_continuations(hit, lines, evaluations)
+    hit = _attach_continuations(hit, lines, evaluations, validating)
     stamped = (
         with_time
         and hit.height
@@ -2059,6 +2063,7 @@ def extract(
         .with_columns(pl.col("nums").list.get(pl.col("slot"), null_on_oob=True).alias("raw"))
         .with_columns(pl.col("raw").cast(pl.Float64, strict=False).alias("value"))
     )
+    rows = _validation_names(rows, validating)
     odd = rows.filter(pl.col("value").is_null())  # `2,097,152`, `85.8G`, `Infinity`: few rows
     if odd.height:
         odd = odd.with_columns(
@@ -2514,6 +2519,43 @@ def _training_bar_only(hit: pl.DataFrame, bars: list[str], notes: list[str]) -> 
     return hit.filter(~other)
 
 
+def _validation_batches(hit: pl.DataFrame, validating: pl.Series, notes: list[str]) -> pl.DataFrame:
+    """`hit` with the record lines of a validation (`validating`: line numbers, PccAI's
+    batches under `Validation at epoch E`, see _validation_sections) made continuations: no
+    training steps of their own, their values the validation's at the training step
+    before them (as timm's `Test: [ 50/195]` lines). Before, each was a training step
+    counted with the validation's total, its loss in the training loss series."""
+    if validating.len() == 0:
+        return hit
+    notes.append(
+        f"generic reader: {validating.len()} batch lines under `Validation at epoch E` lines "
+        "are the validation's (PccAI prints them like its training batches): stored under "
+        "`val` names at the training step before them, not as training steps"
+    )
+    val = pl.col("line").is_in(validating.implode())
+    return hit.with_columns((pl.col("cont") | val).alias("cont"))
+
+
+def _validation_names(rows: pl.DataFrame, validating: pl.Series) -> pl.DataFrame:
+    """`rows` (line, raw_name, ...) with the names on a validation's batch lines
+    (`validating`) made the validation's, as an evaluation line's (_evaluation_names): a
+    loss takes the split (`loss` -> `val loss`, the validation loss; `bpp_loss` -> `val
+    bpp_loss`), any other value is `val/<name>`."""
+    if validating.len() == 0:
+        return rows
+    val = pl.col("line").is_in(validating.implode())
+    names = rows.filter(val)["raw_name"].unique().to_list()
+    renamed = pl.col("raw_name").replace({n: _validation_name(n) for n in names})
+    return rows.with_columns(pl.when(val).then(renamed).otherwise("raw_name").alias("raw_name"))
+
+
+def _validation_name(key: str) -> str:
+    """The name of a value on a validation's batch line (see _validation_names)."""
+    if _names_split(key):
+        return key
+    return _split_named("val", key) if _split_loss(key) else f"val/{key}"
+
+
 def _batch_counters(prepared: pl.DataFrame, found: dict[str, Template]) -> None:
     """PccAI prints `Training at epoch 4 (total 4) with lr ...`, then records `batch count:
     280/308, iter: 280, ...` whose counters start again at 0 every epoch: in a log with
@@ -2567,7 +2609,10 @@ def _epoch_headers(
 
 
 def _attach_continuations(
-    hit: pl.DataFrame, lines: pl.DataFrame, evaluations: list[str] | None = None
+    hit: pl.DataFrame,
+    lines: pl.DataFrame,
+    evaluations: list[str] | None = None,
+    validating: pl.Series | None = None,
 ) -> pl.DataFrame:
     """Continuation lines take the step of the nearest record line before them, when
     nothing but other continuation lines sits between them; an unindented loss line
@@ -2575,7 +2620,9 @@ def _attach_continuations(
     indented one there belongs to no record of the file and is dropped. An indented line of
     an evaluation's results (`evaluations`: templates; llama-recipes prints its eval loss
     as ` eval_ppl=... eval_epoch_loss=...` after its memory report and eval bar) is no
-    wrapped tail of a record: it takes the step before it like an unindented one."""
+    wrapped tail of a record: it takes the step before it like an unindented one, and so
+    does an indented line of a validation's batches (`validating`: line numbers; PccAI's,
+    see _validation_batches), after the epoch's summary and its `Validation at epoch` line."""
     cont = hit.filter(pl.col("cont"))
     recs = hit.filter(~pl.col("cont"))
     if cont.height == 0:
@@ -2602,6 +2649,8 @@ def _attach_continuations(
     indented = (
         pl.col("body").str.contains(r"^[ \t]") | pl.col("text").str.contains(r"^[ \t]")
     ) & ~pl.col("tpl").is_in(evaluations or [])
+    if validating is not None and validating.len():
+        indented = indented & ~pl.col("line").is_in(validating.implode())
     step = (
         pl.when(pl.col("rec_line").is_null())
         .then(pl.lit(max(first_step - 1, 0) if first_step is not None else None))
