@@ -528,11 +528,16 @@ _SCHEDULES = (
 
 
 def schedule_name(value: Any) -> str | None:
+    """The shape a schedule's name gives, or None. A restart or cycle rises again mid-run,
+    which no shape computed from the config follows. A continued pre-training run's
+    "re-warm" (`rewarm_cosine`) is its warm-up: the LR rises again from the last stage's
+    floor at this run's start, over the warm-up steps its config gives, then decays as
+    named (Gupta et al. 2023, "Continual pre-training of LLMs: how to (re)warm your model")."""
     if not isinstance(value, str):
         return None
     s = value.lower()
-    if "restart" in s or "cyclic" in s or "rewarm" in s:
-        return None  # LR rises again mid-run: not one of the shapes computed from the config
+    if "restart" in s or "cyclic" in s or "cycle" in s:
+        return None
     return next((name for name, keys in _SCHEDULES if any(k in s for k in keys)), None)
 
 

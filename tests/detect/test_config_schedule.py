@@ -79,6 +79,9 @@ def test_megatron_cosine_matches_the_real_log_once_skips_are_taken_off(
         ({"lr_decay_style": "inverse-square-root"}, "inverse_sqrt"),
         ({"scheduler": {"name": "WSD"}}, "wsd"),
         ({"lr_scheduler_type": "cosine_with_restarts"}, None),  # rises again mid-run
+        ({"scheduler": {"name": "one_cycle"}}, None),
+        # a continued pre-training run re-warms at its start: its warm-up, then the cosine
+        ({"scheduler": {"name": "rewarm_cosine"}}, "cosine"),
         ({"lr_scheduler_type": "polynomial"}, None),
     ],
 )
