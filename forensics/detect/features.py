@@ -125,7 +125,7 @@ def compute(
     f["warmup_end_divergence"] = _warmup_end_divergence(f, cfg)
     f["warmup_climb"] = float(inc.climb)
     f["fading_train"] = _fading_train(f, cfg)
-    f["late_growth"] = _late_growth(f, cfg, _top_index(inc))
+    f["late_growth"] = _late_growth(f, cfg, _top_index(inc), _kick_after_first(inc))
     f["batch_train"] = _batch_train(f)
     inc.features = f
 
@@ -158,28 +158,40 @@ def _fading_train(f: dict[str, FeatureValue], cfg: DetectConfig) -> float | None
     return 1.0 if all(isinstance(x, float) for x in lrs) else None
 
 
+def _kick_after_first(inc: Incident) -> bool:
+    """True when the incident's largest gradient came after its first peak: not the one
+    kick before the loss's first response that a stale second moment amplifies."""
+    if inc.grad_norm_peak_step is None or not inc.peaks:
+        return False
+    return inc.grad_norm_peak_step > min(s for s, _ in inc.peaks)
+
+
 def _top_index(inc: Incident) -> int | None:
     """Which of the incident's peaks (0: the first) rose most against the trend."""
     rises = _finite_rises(inc)
     return max(rises, key=lambda ir: (ir[1], ir[0]))[0] if rises else None
 
 
-def _late_growth(f: dict[str, FeatureValue], cfg: DetectConfig, top: int | None) -> float | None:
+def _late_growth(
+    f: dict[str, FeatureValue], cfg: DetectConfig, top: int | None, kick_late: bool
+) -> float | None:
     """1 for spikes that grow to the last (an echo, echo_fade at echo_fade_line or more)
-    through two echoes at least (the top is the third peak or a later one), the loss top
-    more than max(kick_reach_steps, 5 log intervals) after the largest
-    gradient, the LR at its peak (at least DECAY_FRACTION of it at the onset or at the
-    highest peak, as lr-too-high reads it) and the loss left above its trend (lingering).
-    A kick a stale second moment failed to damp is spent within tens of steps (Adam's
-    first moment keeps 0.9^50 = 0.5% of it after 50), its echo at most once larger than
-    its first response; spikes that keep growing through echo after echo long after it, at
-    the peak LR, are the LR holding the model at its edge. Names lr-too-high and
-    keeps stale-beta2 off; one definition for both. None when the gradient norm or the LR
-    is not known."""
+    through two echoes at least (the top is the third peak or a later one), short of
+    diverging, at the LR's peak (at least DECAY_FRACTION of it at the onset or at the
+    highest peak, as lr-too-high reads it), when no one kick explains them: the loss top
+    comes more than max(kick_reach_steps, 5 log intervals) after the largest gradient, or
+    that gradient came with a later spike, not before the first (`kick_late`).
+    A stale second moment fails to damp one kick: the largest gradient, before the loss's
+    first response. It is spent within tens of steps (Adam's first moment keeps 0.9^50 =
+    0.5% of it after 50), its echo at most once larger than its first response. Spikes
+    that keep growing through echo after echo long after it, or each with a larger
+    gradient of its own, at the peak LR, are the LR holding the model at its edge. Names
+    lr-too-high and keeps stale-beta2 off; one definition for both. None when the
+    gradient norm or the LR is not known."""
     lead, echoes, fade = f.get("grad_lead"), f.get("echo_count"), f.get("echo_fade")
     if not isinstance(lead, float):
         return None
-    if not isinstance(echoes, float) or echoes < 1 or f.get("type") != "lingering":
+    if not isinstance(echoes, float) or echoes < 1 or f.get("type") == "divergent":
         return 0.0
     if top is None or top < 2:
         return 0.0
@@ -187,7 +199,7 @@ def _late_growth(f: dict[str, FeatureValue], cfg: DetectConfig, top: int | None)
         return 0.0
     interval = f.get("log_interval")
     reach = max(float(cfg.kick_reach_steps), 5 * (interval if isinstance(interval, float) else 1))
-    if lead <= reach:
+    if lead <= reach and not kick_late:
         return 0.0
     lrs = [x for x in (f.get("lr_frac"), f.get("lr_frac_peak")) if isinstance(x, float)]
     if not lrs:

@@ -66,11 +66,11 @@ FEATURES: dict[str, str] = {
     "more of its peak at the onset and at the highest peak) and the incident did not "
     "diverge, 0 otherwise, missing when such a train's LR is unknown",
     "late_growth": "1 when the spikes grow to the last (an echo, echo_fade 0.75 or more) "
-    "through two echoes at least (the top is the third peak or later), the loss top comes "
-    "more than max(50, 5 log intervals) steps after the largest grad norm, "
-    "the LR at its peak (90% or more of it at the onset or at the highest peak) and the "
-    "loss lingered above its trend; 0 otherwise, missing when the grad norm or such a "
-    "train's LR is unknown",
+    "through two echoes at least (the top is the third peak or later), short of diverging, "
+    "the LR at its peak (90% or more of it at the onset or at the highest peak), and no one "
+    "kick explains them: the loss top comes more than max(50, 5 log intervals) steps after "
+    "the largest grad norm, or that grad norm came after the first peak; 0 otherwise, "
+    "missing when the grad norm or such a train's LR is unknown",
     "batch_train": "1 when the incident has echoes, its first peak rose in one logged step "
     "and its largest gave back half its rise or more within two points (heal_share >= 0.5), "
     "the loss logged every step, and it did not diverge: a train of batches, each its own "

@@ -490,6 +490,41 @@ def test_spikes_still_growing_long_after_the_largest_gradient_are_the_lrs(
     assert found[0]["cause"] == cause
 
 
+def _close_train(kicks: tuple[float, float, float]) -> Callable[[int, float], tuple[float, float]]:
+    """beta2 0.999, the LR at its peak, no drift: spikes at 500, 520 and 540 that grow
+    (0.2, 0.3, 0.45), each with a gradient kick of its own (`kicks`), the loss settling
+    10% above its trend. The top comes 40 steps after the first spike: within the reach
+    of one kick."""
+    peaks = [(500, 0.2, kicks[0]), (520, 0.3, kicks[1]), (540, 0.45, kicks[2])]
+
+    def shape(step: int, loss: float) -> tuple[float, float]:
+        k, g = _spike_train(step, peaks, 15)
+        return loss * math.exp(k + 0.1 * _ramp(step, 500, 200)), g
+
+    return shape
+
+
+@pytest.mark.parametrize(
+    ("kicks", "cause"), [((4.0, 6.0, 9.0), "lr_too_high"), ((20.0, 5.0, 5.0), "stale_beta2")]
+)
+def test_growing_spikes_each_with_a_larger_gradient_are_the_lrs(
+    tmp_path: Path, kicks: tuple[float, float, float], cause: str
+) -> None:
+    """A stale second moment fails to damp one kick: the largest gradient, before the
+    loss's first response. Spikes that grow to the last, each with a larger gradient of its
+    own, are no one kick's, even when the top comes within 50 steps of the largest gradient
+    (third generator: seeds 18000001 and 16400068, too-high LRs whose largest gradient came
+    with their last spike, read as stale beta2). With the giant kick before the first
+    spike, the same growing train stays stale beta2's."""
+    run = _write(tmp_path / "run", _close_train(kicks), {"adam_beta2": 0.999}, every=2)
+    found = stored_incidents(run, tmp_path)
+    assert len(found) == 1 and found[0]["type"] != "divergent", found
+    feats = stored_features(tmp_path)[0]
+    shown = ("echo_fade", "echo_count", "grad_lead", "lr_frac", "type", "grad_drift")
+    assert feats["late_growth"] == float(cause == "lr_too_high"), {k: feats[k] for k in shown}
+    assert found[0]["cause"] == cause, {k: feats[k] for k in shown}
+
+
 def _diverging_lr_train(drift: float) -> Callable[[int, float], tuple[float, float]]:
     """Past the peak (the LR at ~80% of it): the gradient norm grows `drift`x over the 300
     steps before 1100, then spikes at 1100, 1170 and 1240, each larger than the last with a
