@@ -16,7 +16,15 @@ a run's β2, precision, warm-up or vocabulary size is written down. The text rea
 - a two-column `| key | value |` table: llm.c's `| learning rate (LR) | 6.000000e-04 |`.
   Its key is the text without a parenthesised or one/two-letter symbol suffix
   (`sequence length T` -> `sequence_length`). llm.c's `total batch size` counts tokens
-  (a multiple of the sequence length), so it is read as tokens per step.
+  (a multiple of the sequence length), so it is read as tokens per step;
+- DeepSpeed's engine configuration (`DeepSpeedEngine configuration:`, before 0.3
+  `DeepSpeedLight configuration:`): one `  name ........ value` line per setting
+  (`bf16_enabled` / `bfloat16_enabled`, `fp16_enabled`, `optimizer_params {'lr': ...,
+  'betas': [...]}`, `scheduler_name WarmupLR`, `scheduler_params {...}`,
+  `gradient_clipping`, `train_batch_size` ...), then `json = {` and the user's whole
+  ds_config. Both are read back into the ds_config they came from (the printed settings
+  over the JSON: they are what the engine resolved), so the run config is what a
+  `ds_config.json` beside the log would give (config._deepspeed).
 
 The found keys go through config.add_canonical like any config file's.
 """
@@ -24,6 +32,7 @@ The found keys go through config.add_canonical like any config file's.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from typing import Any
 
@@ -52,7 +61,7 @@ def printed_config(text: str) -> dict[str, Any]:
     """Canonical config (config.add_canonical) from what the log's head printed; {} if none."""
     head = text[:HEAD_CHARS]
     found: dict[str, Any] = {}
-    for fields in (*_reprs(head), _table(head)):
+    for fields in (_deepspeed(head), *_reprs(head), _table(head)):
         for key, value in flatten(fields).items():
             found.setdefault(key, value)
     return add_canonical(found) if found else {}
@@ -218,3 +227,121 @@ def _table(head: str) -> dict[str, Any]:
         rows["tokens_per_step"] = rows.pop("total_batch_size")  # llm.c counts tokens
         rows["global_batch_size"] = total // seq  # sequences; its micro batch is per pass
     return rows
+
+
+# ----- DeepSpeed's printed engine configuration -------------------------------------------
+
+# deepspeed/runtime/config.py, DeepSpeedConfig.print: `logger.info("{}:".format(name))`, then
+# for each attribute `"  {} {} {}".format(arg, "." * (29 - len(arg)), value)` (no dots for a
+# name of 29 characters or more), then `"  json = {}".format(json.dumps(user config,
+# indent=4))`. Only rank 0 prints it; `[config.py:N:print]` tags each line since 0.3.
+_DS_HEADER = re.compile(r"DeepSpeed(?:Engine|Light) configuration:")
+_DS_TAG = re.compile(r"\[config\.py:\d+:print\]")
+_DS_SETTING = re.compile(r"\s\s([a-z][a-z0-9_]*) (?:\.+ )?\s?(.*?)\s*$")  # dots or 2 spaces
+_DS_JSON = re.compile(r"\bjson = (\{.*)$")
+_PDSH = re.compile(r"^[\w.\-]+: ")  # pdsh's `worker-0: ` before each line of a node
+# The block is ~100 lines, with a few multi-line JSON values; its user JSON is short too.
+_DS_MAX_LINES = 2000
+
+
+def _deepspeed(head: str) -> dict[str, Any]:
+    """The ds_config DeepSpeed's engine printed (module docstring); {} for none."""
+    header = _DS_HEADER.search(head)
+    start = header or _DS_TAG.search(head)  # a log cut above the header: its tagged lines
+    if start is None:
+        return {}
+    lines = head[start.start() :].splitlines()[:_DS_MAX_LINES]
+    printed: dict[str, str] = {}
+    user: dict[str, Any] = {}
+    for i, line in enumerate(lines):
+        json_start = _DS_JSON.search(line)
+        if json_start is not None:
+            user = _ds_user_json(json_start.group(1), line, lines[i + 1 :])
+            break
+        m = _DS_SETTING.search(line)
+        if m is None or m.group(1) not in _DS_SETTINGS:
+            continue
+        if header is not None or _DS_TAG.search(line):
+            printed.setdefault(m.group(1), m.group(2))
+    return _merge(user, _ds_config(printed))
+
+
+def _ds_user_json(first: str, line: str, rest: list[str]) -> dict[str, Any]:
+    """The user's ds_config after `json = `: lines until the braces close (pdsh's node
+    prefix taken off each); {} when it does not parse (lines of other ranks in between)."""
+    prefix = _PDSH.match(line)
+    body = [first]
+    depth = first.count("{") - first.count("}")
+    for nxt in rest:
+        if depth <= 0:
+            break
+        if prefix is not None and nxt.startswith(prefix.group()):
+            nxt = nxt[prefix.end() :]
+        body.append(nxt)
+        depth += nxt.count("{") - nxt.count("}")
+    try:
+        parsed = json.loads("\n".join(body))
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+# Printed attribute -> where the same setting sits in a ds_config.json. Precision: older
+# DeepSpeed prints `bf16_enabled`, newer `bfloat16_enabled`, the newest `float16_config
+# enabled=True ...` (a pydantic model's repr) beside the flags.
+_DS_SETTINGS: dict[str, tuple[str, ...]] = {
+    "bf16_enabled": ("bf16", "enabled"),
+    "bfloat16_enabled": ("bf16", "enabled"),
+    "bfloat16_config": ("bf16", "enabled"),
+    "fp16_enabled": ("fp16", "enabled"),
+    "float16_config": ("fp16", "enabled"),
+    "optimizer_name": ("optimizer", "type"),
+    "optimizer_params": ("optimizer", "params"),
+    "scheduler_name": ("scheduler", "type"),
+    "scheduler_params": ("scheduler", "params"),
+    "gradient_clipping": ("gradient_clipping",),
+    "gradient_accumulation_steps": ("gradient_accumulation_steps",),
+    "train_batch_size": ("train_batch_size",),
+    "train_micro_batch_size_per_gpu": ("train_micro_batch_size_per_gpu",),
+    "zero_optimization_stage": ("zero_optimization", "stage"),
+}
+_ENABLED = re.compile(r"^enabled=(True|False)\b")
+
+
+def _ds_config(printed: dict[str, str]) -> dict[str, Any]:
+    """The printed settings placed as a ds_config.json holds them. Left out: `None` (no
+    optimizer or scheduler of DeepSpeed's: the client's), unreadable values, and a
+    `gradient_clipping` of 0.0, DeepSpeed's default when the JSON sets none: no clipping."""
+    out: dict[str, Any] = {}
+    for name, text in printed.items():
+        value = _ds_value(name, text)
+        if value is None:
+            continue
+        *parents, leaf = _DS_SETTINGS[name]
+        node = out
+        for key in parents:
+            node = node.setdefault(key, {})
+        node.setdefault(leaf, value)
+    return out
+
+
+def _ds_value(name: str, text: str) -> Any:
+    """A printed setting's value (None: left out, _ds_config)."""
+    if name.endswith("_config"):  # `enabled=True auto_cast=False ...`
+        enabled = _ENABLED.match(text)
+        return None if enabled is None else enabled.group(1) == "True"
+    value = _literal(text)
+    if name.endswith("_params") and not isinstance(value, dict):
+        return None
+    return None if name == "gradient_clipping" and value == 0 else value
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `over`'s values in their place, nested mappings merged."""
+    out = dict(base)
+    for key, value in over.items():
+        old = out.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            value = _merge(old, value)
+        out[key] = value
+    return out
