@@ -11,7 +11,12 @@ as a fraction of the peak LR, so that the LR phase (warm-up, peak, decay) is kno
 - constant: the peak after warm-up;
 - cosine / linear: from the peak at the end of warm-up to `min_lr` (0 when not set) at
   `lr_decay_steps` (else `total_steps`), held there after;
-- inverse_sqrt: peak * sqrt(warmup / step) after warm-up;
+- inverse_sqrt: peak * sqrt(warmup / step) after warm-up (at least `min_lr` where
+  `lr_floor_clamp` says the scheduler clamps there: NeMo's NoamAnnealing);
+- polynomial: from the peak to `min_lr` as (1 - p)^`lr_decay_power` (NeMo's
+  PolynomialDecayAnnealing);
+- sqrt_annealing: sqrt((total - step) / total), counted from step 0, clamped at `min_lr`
+  (NeMo's SquareRootAnnealing);
 - wsd (warm-up, stable, decay): the peak through the stable phase, then a decay over the
   last `lr_wsd_decay_steps` of the decay length shaped `lr_wsd_decay_shape` (linear, cosine,
   sqrt: 1 - sqrt, exponential: 2 x 0.5^q - 1) to `min_lr` (torchtitan's decay_ratio,
@@ -62,21 +67,32 @@ def config_lr_frac(step: float, config: Mapping[str, object]) -> float | None:
         return _warmup_frac(step, warm, config.get("lr_warmup_shape"))
     if kind == "constant":
         return 1.0
+    floor = _share(config.get("min_lr"), config)
     if kind == "inverse_sqrt":
-        return math.sqrt(warm / step) if warm > 0 and step > 0 else 1.0
+        frac = math.sqrt(warm / step) if warm > 0 and step > 0 else 1.0
+        return max(frac, floor) if config.get("lr_floor_clamp") else frac
     total = number(config.get("lr_decay_steps")) or number(config.get("total_steps"))
     if total is None or total <= warm:
         return None
+    if kind == "sqrt_annealing":
+        return max(math.sqrt(max(0.0, (total - step) / total)), floor)
     p = min(1.0, (step - warm) / (total - warm))
-    peak, low = number(config.get("peak_lr")), number(config.get("min_lr"))
-    floor = low / peak if low is not None and peak else 0.0
     if kind == "wsd":
         return _wsd_frac(step, total, p, floor, config)
     if kind == "cosine":
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * p))
     if kind == "linear":
         return 1 - (1 - floor) * p
+    power = number(config.get("lr_decay_power"))
+    if kind == "polynomial" and power is not None and power > 0:
+        return floor + (1 - floor) * (1 - p) ** power
     return None
+
+
+def _share(lr: object, config: Mapping[str, object]) -> float:
+    """An LR of the config as a fraction of its peak LR; 0 when either is unknown."""
+    value, peak = number(lr), number(config.get("peak_lr"))
+    return value / peak if value is not None and peak else 0.0
 
 
 def _warmup_frac(step: float, warm: float, shape: object) -> float:

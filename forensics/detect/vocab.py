@@ -134,8 +134,8 @@ FEATURES: dict[str, str] = {
     "lr_frac_peak": "learning rate at the (highest) peak / peak learning rate: a loss that "
     "climbed for tens of steps while the warm-up ended peaked under the top LR",
     "lr_source": "where lr_frac comes from: log (the logged LR) or config (the schedule the "
-    "config implies: lr_schedule cosine, linear, constant, wsd or inverse_sqrt with "
-    "warmup_steps and total_steps or lr_decay_steps); None when neither",
+    "config implies: lr_schedule cosine, linear, constant, wsd, inverse_sqrt, polynomial or "
+    "sqrt_annealing with warmup_steps and total_steps or lr_decay_steps); None when neither",
     "warmup_progress": "onset step / end of warm-up (config warmup_steps, else the first step "
     "where the logged LR reaches 98% of its peak, unless the log ends while the LR still "
     "climbs to it)",

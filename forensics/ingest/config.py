@@ -7,7 +7,10 @@ W&B's `config.yaml`). `load_config` keeps every raw key (nested keys flattened w
 
     beta1, beta2, peak_lr, min_lr, warmup_steps, grad_clip, precision (fp16|bf16|fp32|fp8),
     world_size, seq_len, global_batch_size, total_steps, seed, tokens_per_step,
-    lr_schedule (cosine|linear|constant|wsd|inverse_sqrt), lr_decay_steps
+    lr_schedule (cosine|linear|constant|wsd|inverse_sqrt|polynomial|sqrt_annealing),
+    lr_decay_steps, and schedule details: lr_warmup_shape (log), lr_decay_power
+    (polynomial's), lr_floor_clamp (the LR is clamped at min_lr rather than decaying to
+    it), lr_wsd_decay_steps/_shape
 
 Durations may be Composer (llm-foundry) time strings (`t_warmup: 100ba`, `0.05dur`) and the
 LR's floor a share of the peak (`alpha_f`, Composer's and OLMo's); both are turned into
@@ -389,6 +392,9 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "ds_scheduler": ("scheduler.type",),  # DeepSpeed's ds_config.json
     "ds_batch": ("train_batch_size",),  # global only in a DeepSpeed config (HF: per device)
     "nemo_constant_steps": ("sched.constant_steps",),  # NeMo: held at min_lr at the end
+    "nemo_scheduler": ("sched.name",),  # NeMo's optim.sched (_nemo)
+    "nemo_power": ("sched.power",),
+    "nemo_d_model": ("sched.d_model",),
     "hf_args": ("per_device_train_batch_size",),  # marks HF TrainingArguments (and its kin)
 }  # fmt: skip
 
@@ -753,6 +759,58 @@ def _nemo_decay_end(look: _Lookup, total: int | None) -> int | None:
     return total - held if held and total and total - held > 0 else None
 
 
+# NeMo's other schedulers (nemo/core/optim/lr_scheduler.py) by `optim.sched.name`, each
+# after WarmupPolicy's warm-up ((step + 1) / (warmup_steps + 1) of lr, a step from the
+# linear warm-up computed) and with its `min_lr` after max_steps:
+# - WarmupPolicy: lr; WarmupHoldPolicy: lr through its hold (hold_steps / hold_ratio x
+#   max_steps after the warm-up) and after it, WarmupPolicy's lr: both constant;
+# - WarmupAnnealing: min_lr + (lr - min_lr) x (1 - (step - warmup) / (max_steps - warmup)),
+#   linear;
+# - InverseSquareRootAnnealing: lr / sqrt((step + 1) / (warmup + 1)), no floor: inverse_sqrt;
+# - SquareRootAnnealing: max(lr x sqrt((max_steps - step) / max_steps), min_lr), counted from
+#   step 0, not from the warm-up's end: sqrt_annealing;
+# - PolynomialDecayAnnealing: min_lr + (lr - min_lr) x (1 - p)^power over the steps after
+#   the warm-up: polynomial (linear for power 1). `cycle` restarts the decay only past
+#   max_steps, where WarmupPolicy returns min_lr: within the run it changes nothing;
+# - NoamAnnealing: lr x d_model^-0.5 x min(step^-0.5, step x warmup^-1.5), at least min_lr
+#   after the warm-up: linear up to lr / sqrt(d_model x warmup) at the warm-up's end (the
+#   peak), then inverse_sqrt clamped at min_lr.
+_NEMO_SHAPES = {
+    "warmuppolicy": "constant", "warmupholdpolicy": "constant", "warmupannealing": "linear",
+    "inversesquarerootannealing": "inverse_sqrt", "squarerootannealing": "sqrt_annealing",
+    "polynomialdecayannealing": "polynomial", "noamannealing": "inverse_sqrt",
+}  # fmt: skip
+
+
+def _nemo_name(value: Any) -> str | None:
+    return value.lower() if isinstance(value, str) and value.lower() in _NEMO_SHAPES else None
+
+
+def _nemo(look: _Lookup, warm: int | None) -> dict[str, Any]:
+    """The canonical schedule of a NeMo scheduler (above); {} for none of them."""
+    name = look.get("nemo_scheduler", _nemo_name)
+    if name is None:
+        return {}
+    out: dict[str, Any] = {"lr_schedule": _NEMO_SHAPES[name]}
+    if name == "polynomialdecayannealing":
+        power = look.get("nemo_power", _number)
+        power = 1.0 if power is None else power
+        out.update({"lr_schedule": "linear"} if power == 1 else {"lr_decay_power": power})
+    if name == "noamannealing":
+        out.update(_noam(look, warm))
+    return out
+
+
+def _noam(look: _Lookup, warm: int | None) -> dict[str, Any]:
+    """NoamAnnealing's peak, lr / sqrt(d_model x warmup): its `lr` is a scale, not the peak.
+    Without a warm-up its LR falls from step 1 on (no shape computed here)."""
+    if not warm:
+        return {"lr_schedule": None}
+    d_model, lr = look.get("nemo_d_model", _positive_int), look.get("peak_lr", _number)
+    peak = float(f"{lr * (d_model * warm) ** -0.5:.12g}") if d_model and lr else None
+    return {"peak_lr": peak, "lr_floor_clamp": True}
+
+
 def _framework_schedules(flat: dict[str, Any], look: _Lookup, found: dict[str, Any]) -> None:
     """Where a framework's keys mean something else than their spelling says elsewhere."""
     deepspeed = _deepspeed(look)
@@ -760,6 +818,7 @@ def _framework_schedules(flat: dict[str, Any], look: _Lookup, found: dict[str, A
     if deepspeed or _is_deepspeed(flat):
         found.update(_deepspeed_batch(look))
     found.update(_torchtitan(flat, look))
+    found.update(_nemo(look, found.get("warmup_steps")))
     if found.get("lr_decay_steps") is None:
         found["lr_decay_steps"] = _nemo_decay_end(look, found.get("total_steps"))
 

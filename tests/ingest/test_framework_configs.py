@@ -230,6 +230,77 @@ def test_nemo_hparams_schedule_name(tmp_path: Path) -> None:
     assert "lr_decay_steps" not in cfg  # constant_steps 0: the decay runs to max_steps
 
 
+# NeMo's other schedulers by `optim.sched.name`, as nemo/core/optim/lr_scheduler.py computes
+# them (get_lr at last_epoch = step). Before, only CosineAnnealing had a shape: every other
+# name left the schedule, and so the LR phase, unknown (config_lr_frac None).
+def nemo_lr(name: str, step: int, sched: dict[str, Any], lr: float, max_steps: int) -> float:
+    warm, min_lr = sched["warmup_steps"], sched.get("min_lr", 0.0)
+    if name == "NoamAnnealing":  # _noam_annealing, step = max(1, last_epoch)
+        s = max(1, step)
+        out = lr * sched["d_model"] ** -0.5 * min(s**-0.5, s * warm**-1.5)
+        return max(out, min_lr) if s > warm else out
+    if warm > 0 and step <= warm:  # WarmupPolicy._get_warmup_lr
+        return lr * (step + 1) / (warm + 1)
+    hold = sched.get("hold_ratio", 0) * max_steps + warm  # WarmupHoldPolicy.hold_steps
+    if name == "WarmupHoldPolicy" and warm <= step < hold:
+        return lr
+    if step > max_steps:
+        return min_lr
+    if name in ("WarmupPolicy", "WarmupHoldPolicy"):
+        return lr
+    if name == "WarmupAnnealing":
+        mult = (step - warm) / (max_steps - warm)
+        return min_lr + (1 - mult) * (lr - min_lr)
+    if name == "InverseSquareRootAnnealing":
+        return lr / ((step + 1) / (warm + 1)) ** 0.5
+    if name == "SquareRootAnnealing":  # _squareroot_annealing(step=step, max_steps=max_steps)
+        return max(lr * ((max_steps - step) / max_steps) ** 0.5, min_lr)
+    assert name == "PolynomialDecayAnnealing"  # _poly_decay
+    s, decay = step - warm, max_steps - warm
+    if sched.get("cycle"):
+        decay *= 1.0 if s == 0 else math.ceil(s / decay)
+    else:
+        s = min(s, decay)
+    return (lr - min_lr) * (1 - s / decay) ** sched.get("power", 1.0) + min_lr
+
+
+NEMO_SCHEDULERS = [
+    ("WarmupPolicy", {}, "constant", (5000, 9999)),
+    ("WarmupHoldPolicy", {"hold_ratio": 0.2}, "constant", (2000, 5000)),  # in, after the hold
+    ("WarmupAnnealing", {"min_lr": 1e-4}, "linear", (3000, 5500, 10000)),
+    ("InverseSquareRootAnnealing", {}, "inverse_sqrt", (2000, 9000)),
+    ("SquareRootAnnealing", {"min_lr": 1e-4}, "sqrt_annealing", (1001, 5000, 9990)),  # clamped
+    ("PolynomialDecayAnnealing", {"power": 2.0, "cycle": True, "min_lr": 1e-4}, "polynomial",
+     (3000, 5500, 10000)),
+    ("PolynomialDecayAnnealing", {"power": 1.0}, "linear", (5500,)),
+    ("NoamAnnealing", {"d_model": 256, "min_lr": 2e-3}, "inverse_sqrt", (2000, 9000)),  # clamped
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "extra", "shape", "steps"), NEMO_SCHEDULERS, ids=[c[0] for c in NEMO_SCHEDULERS]
+)
+def test_nemo_schedulers(
+    tmp_path: Path, name: str, extra: dict[str, Any], shape: str, steps: tuple[int, ...]
+) -> None:
+    lr = 2.0 if name == "NoamAnnealing" else 1e-3  # Noam's lr scales lr / sqrt(d_model x warmup)
+    sched = {"name": name, "warmup_steps": 1000, **extra}
+    raw = {"trainer": {"max_steps": 10000, "precision": "bf16"},
+           "model": {"optim": {"name": "fused_adam", "lr": lr, "sched": sched}}}  # fmt: skip
+    cfg = load_config(write(tmp_path / "hparams.yaml", json.dumps({"cfg": raw})))
+    assert (cfg["lr_schedule"], cfg["warmup_steps"], cfg["total_steps"]) == (shape, 1000, 10000)
+    peak = nemo_lr(name, 1000, sched, lr, 10000)  # the LR at the warm-up's end
+    assert cfg["peak_lr"] == pytest.approx(peak)
+    # its warm-up is (step + 1) / (warmup + 1) of the peak: a step from the linear one
+    half = nemo_lr(name, 500, sched, lr, 10000) / peak
+    assert config_lr_frac(500, cfg) == pytest.approx(half, abs=1 / 1000)
+    # InverseSquareRootAnnealing counts from step + 1 too: within 1/warmup of its value
+    rel = 1 / 1000 if name == "InverseSquareRootAnnealing" else 1e-9
+    for step in steps:
+        want = nemo_lr(name, step, sched, lr, 10000) / peak
+        assert config_lr_frac(step, cfg) == pytest.approx(want, rel=rel), step
+
+
 # ----- axolotl and LLaMA-Factory -----------------------------------------------------------
 
 # axolotl-ai-cloud/axolotl examples/llama-3/lora-8b.yml (trimmed).
