@@ -22,7 +22,9 @@ as a fraction of the peak LR, so that the LR phase (warm-up, peak, decay) is kno
   sqrt: 1 - sqrt, exponential: 2 x 0.5^q - 1) to `min_lr` (torchtitan's decay_ratio,
   Megatron's lr_wsd_decay_iters and lr_wsd_decay_style); without that length only the
   first half of the run is called stable;
-- a warm-up `lr_warmup_shape: log` (DeepSpeed's default) rises as log(step + 1) / log(warm-up).
+- a warm-up `lr_warmup_shape: log` (DeepSpeed's default) rises as log(step + 1) / log(warm-up);
+  one with an `lr_warmup_start` (DeepSpeed's warmup_min_lr, or WarmupCosineLR's
+  warmup_min_ratio x lr) rises from that LR, not from 0: start + (peak - start) x the shape.
 
 Unknown schedule, no warm-up length or no run length (where the shape needs it): None,
 and the LR phase stays unknown rather than guessed.
@@ -64,7 +66,8 @@ def config_lr_frac(step: float, config: Mapping[str, object]) -> float | None:
     if warm is None or kind is None:
         return None
     if step < warm:
-        return _warmup_frac(step, warm, config.get("lr_warmup_shape"))
+        start = _share(config.get("lr_warmup_start"), config)
+        return start + (1 - start) * _warmup_frac(step, warm, config.get("lr_warmup_shape"))
     if kind == "constant":
         return 1.0
     floor = _share(config.get("min_lr"), config)

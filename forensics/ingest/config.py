@@ -8,9 +8,9 @@ W&B's `config.yaml`). `load_config` keeps every raw key (nested keys flattened w
     beta1, beta2, peak_lr, min_lr, warmup_steps, grad_clip, precision (fp16|bf16|fp32|fp8),
     world_size, seq_len, global_batch_size, total_steps, seed, tokens_per_step,
     lr_schedule (cosine|linear|constant|wsd|inverse_sqrt|polynomial|sqrt_annealing),
-    lr_decay_steps, and schedule details: lr_warmup_shape (log), lr_decay_power
-    (polynomial's), lr_floor_clamp (the LR is clamped at min_lr rather than decaying to
-    it), lr_wsd_decay_steps/_shape
+    lr_decay_steps, and schedule details: lr_warmup_shape (log), lr_warmup_start (the LR a
+    warm-up starts from, absent for 0), lr_decay_power (polynomial's), lr_floor_clamp (the
+    LR is clamped at min_lr rather than decaying to it), lr_wsd_decay_steps/_shape
 
 Durations may be Composer (llm-foundry) time strings (`t_warmup: 100ba`, `0.05dur`) and the
 LR's floor a share of the peak (`alpha_f`, Composer's and OLMo's); both are turned into
@@ -641,15 +641,17 @@ def _derived(look: _Lookup) -> dict[str, Any]:
 
 
 # DeepSpeed's schedulers (deepspeed/runtime/lr_schedules.py), by `scheduler.type`: WarmupLR
-# warms up to `warmup_max_lr` and holds it; WarmupDecayLR then falls linearly to
-# `warmup_min_lr` at `total_num_steps`; WarmupCosineLR scales the optimizer's lr by a share
-# that warms up to 1 and falls on a cosine to `cos_min_ratio`. The warm-up is logarithmic
-# unless `warmup_type: linear`. An absent parameter has DeepSpeed's default; "auto" (the HF
-# Trainer fills it from its own arguments, not in this file) leaves the value unknown.
+# warms up from `warmup_min_lr` to `warmup_max_lr` and holds it; WarmupDecayLR then falls
+# linearly back to `warmup_min_lr` at `total_num_steps`; WarmupCosineLR scales the
+# optimizer's lr by a share that warms up from `warmup_min_ratio` to 1 and falls on a cosine
+# to `cos_min_ratio`. The warm-up is logarithmic unless `warmup_type: linear`: min + (max -
+# min) x log(i + 1) / log(warmup_num_steps), or x i / warmup_num_steps. An absent parameter
+# has DeepSpeed's default; "auto" (the HF Trainer fills it from its own arguments, not in
+# this file) leaves the value unknown.
 _DS_SHAPES = {"warmuplr": "constant", "warmupdecaylr": "linear", "warmupcosinelr": "cosine"}
 _DS_DEFAULTS: dict[str, Any] = {
     "warmup_num_steps": 1000, "warmup_max_lr": 0.001, "warmup_min_lr": 0.0,
-    "cos_min_ratio": 0.0001, "warmup_type": "log",
+    "cos_min_ratio": 0.0001, "warmup_type": "log", "warmup_min_ratio": 0.0,
 }  # fmt: skip
 
 
@@ -683,9 +685,13 @@ def _deepspeed(look: _Lookup) -> dict[str, Any]:
     if kind == "cosine":
         share, peak = _ds_param(look, "cos_min_ratio", _number), look.get("peak_lr", _number)
         out["min_lr"] = _share_of(share, peak)
+        start = _share_of(_ds_param(look, "warmup_min_ratio", _number), peak)
     else:  # the scheduler sets the LR itself: the optimizer's lr is not used
         out["peak_lr"] = _ds_param(look, "warmup_max_lr", _number)
-        out["min_lr"] = _ds_param(look, "warmup_min_lr", _number) if kind == "linear" else None
+        start = _ds_param(look, "warmup_min_lr", _number)
+        out["min_lr"] = start if kind == "linear" else None
+    # the LR the warm-up starts from; absent (as for every other framework) when it is 0
+    out["lr_warmup_start"] = start or None
     return out
 
 

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_printed_config import DS_4904
 
 from forensics.detect.schedule import config_lr_frac
 from forensics.ingest.config import add_canonical, flatten, is_config_file, load_config
+from forensics.ingest.printed_config import printed_config
 from forensics.ingest.readers.hf_trainer import HfTrainerReader
 
 
@@ -144,6 +146,51 @@ def test_deepspeed_auto_values_stay_unknown(tmp_path: Path) -> None:
         assert key not in cfg, key
     # a JSON named like DeepSpeed's without its keys (a dataset) is no config
     assert not is_config_file(write(tmp_path / "ds_train.json", '{"text": "a b c"}'))
+
+
+# deepspeed/runtime/lr_schedules.py: WarmupLR/WarmupDecayLR's warm-up is warmup_min_lr +
+# (warmup_max_lr - warmup_min_lr) x gamma, WarmupCosineLR's lr x (warmup_min_ratio + (1 -
+# warmup_min_ratio) x gamma), with gamma = log(i + 1) / log(warmup_num_steps) (warmup_type
+# "log", the default) or i / warmup_num_steps ("linear").
+def ds_warmup(i: int, start: float, top: float, steps: int, kind: str = "log") -> float:
+    gamma = math.log(i + 1) / math.log(steps) if kind == "log" else i / steps
+    return start + (top - start) * gamma
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "warmup_type"),
+    [("WarmupLR", "log"), ("WarmupDecayLR", "linear"), ("WarmupLR", "linear")],
+)
+def test_deepspeed_warmup_starts_at_warmup_min_lr(
+    tmp_path: Path, scheduler: str, warmup_type: str
+) -> None:
+    # before: the warm-up rose from 0 (at step 9 of a log warm-up: 0.5 instead of 0.55)
+    params = {"warmup_min_lr": 1e-5, "warmup_max_lr": 1e-4, "warmup_num_steps": 100,
+              "total_num_steps": 1000, "warmup_type": warmup_type}  # fmt: skip
+    ds = {**DS_DECAY, "scheduler": {"type": scheduler, "params": params}}
+    cfg = load_config(write(tmp_path / "ds_config.json", json.dumps(ds)))
+    for step in (0, 9, 50):
+        want = ds_warmup(step, 1e-5, 1e-4, 100, warmup_type) / 1e-4
+        assert config_lr_frac(step, cfg) == pytest.approx(want)
+    assert config_lr_frac(0, cfg) == pytest.approx(0.1)  # the warm-up's first LR: 1e-5
+    assert cfg["lr_warmup_start"] == 1e-5
+
+
+def test_deepspeed_warmup_cosine_lr_warmup_min_ratio() -> None:
+    # WarmupCosineLR as DeepSpeed printed it in https://github.com/deepspeedai/DeepSpeed/issues/4904
+    # (tests/ingest/test_printed_config.py): warmup_min_ratio 0.1, linear over 1000 steps.
+    # before: the warm-up rose from 0 (0.5 at step 500, not 0.55)
+    cfg = printed_config(DS_4904)
+    for step in (0, 500, 900):
+        want = ds_warmup(step, 3e-5, 3e-4, 1000, "linear") / 3e-4
+        assert config_lr_frac(step, cfg) == pytest.approx(want)
+    assert cfg["lr_warmup_start"] == 3e-5  # 0.1 x the optimizer's lr 3e-4
+    # a log warm-up from the ratio, as a ds_config.json gives it
+    ds = {**DS_COSINE, "scheduler": {"type": "WarmupCosineLR", "params": {
+        "total_num_steps": 10000, "warmup_num_steps": 500, "warmup_min_ratio": 0.2}}}  # fmt: skip
+    cfg = add_canonical(flatten(ds))
+    want = ds_warmup(49, 0.2 * 3e-4, 3e-4, 500) / 3e-4
+    assert config_lr_frac(49, cfg) == pytest.approx(want)  # 0.2 + 0.8 x log(50)/log(500)
 
 
 # ----- NeMo --------------------------------------------------------------------------------
