@@ -8,10 +8,14 @@ reader stored before.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import pytest
 from issue_log_helpers import stored as _stored
 from test_issue_formats_s33 import TF_43014
+
+from forensics.store import open_store
 
 # ----- PccAI: validation batches printed like training batches ---------------------------
 # PccAI's pccai/pipelines/train.py opens every epoch with `Training at epoch %d (total %d)
@@ -55,9 +59,72 @@ def test_pccai_validation_batches_are_no_training_steps(tmp_path: Path) -> None:
     assert m["loss"] == {260: 0.126439, 280: 0.12053, 300: 0.118532, 308: 0.13672}
     assert m["xyz_loss"] == {260: 0.083523, 280: 0.078944, 300: 0.079439, 308: 0.098219}
     assert sorted(m["aux_loss"]) == [260, 280, 300, 308]
-    # the validation's values, at the training step it ran after (the last batch printed)
-    assert m["val_loss"] == {300: 0.135814} and m["val_xyz_loss"] == {300: 0.095316}
+    # the validation's values, at the training step it ran after: its printed averages
+    assert m["val_loss"] == {300: 0.134657} and m["val_xyz_loss"] == {300: 0.094275}
     assert any("under `Validation at epoch E`" in x for x in w)
+
+
+def _conflicts(tmp_path: Path) -> list[tuple]:
+    """The `conflicts` rows (step, metric, value) of the one store `_stored` made."""
+    (db,) = tmp_path.rglob("t.duckdb")
+    with open_store(db) as store:
+        return store.con.execute("SELECT step, metric, value FROM conflicts").fetchall()
+
+
+def test_pccai_validation_is_its_printed_averages(tmp_path: Path) -> None:
+    # before: the four batches were four values of each `val_` metric at step 300: the store
+    # kept the last batch's (val_loss 0.135814) and put the other 12 in `conflicts`, warning
+    # of "(step, metric) rows logged again at once"; the `Validation ---` line was ignored
+    _, m, w = _stored(tmp_path, PCCAI_VALIDATION)
+    assert m["val_loss"] == {300: 0.134657}
+    assert m["val_xyz_loss"] == {300: 0.094275}
+    assert m["val_bpp_loss"] == {300: 0.040382} and m["val_bpp_loss_y"] == {300: 0.040382}
+    assert _conflicts(tmp_path) == []
+    assert not any("logged again" in x for x in w)
+    assert any("avg_val_loss: <val loss>" in x for x in w)  # the line read, not ignored
+
+
+# A log cut off before its `Validation ---` line (made up: PCCAI_VALIDATION up to its
+# fourth validation batch, as when the job is killed during the validation)
+PCCAI_CUT = PCCAI_VALIDATION[: PCCAI_VALIDATION.index("[2023-03-10 19:56:40,212] Validation")]
+
+
+def test_pccai_validation_without_its_averages_is_the_batches_mean(tmp_path: Path) -> None:
+    # before: val_loss was the last batch's (0.135814), the other three in `conflicts`
+    _, m, w = _stored(tmp_path, PCCAI_CUT)
+    assert m["val_loss"] == {300: pytest.approx((0.131320 + 0.142317 + 0.129172 + 0.135814) / 4)}
+    assert m["val_xyz_loss"] == {
+        300: pytest.approx((0.091203 + 0.102447 + 0.088120 + 0.095316) / 4)
+    }
+    assert m["loss"] == {260: 0.126439, 280: 0.12053, 300: 0.118532}  # as before
+    assert _conflicts(tmp_path) == []
+    assert not any("logged again" in x for x in w)
+    assert any("mean of its printed batch lines" in x for x in w)
+
+
+def test_pccai_nan_validation_batch_without_averages_is_nan(tmp_path: Path) -> None:
+    # made up: the cut-off log's second validation batch printed `loss: nan` (PccAI's `%f`
+    # of a NaN loss). before: val_loss was the last batch's finite 0.135814, the NaN went
+    # to `conflicts`: the validation's NaN vanished from its series
+    text = PCCAI_CUT.replace("xyz_loss: 0.102447, loss: 0.142317", "xyz_loss: 0.102447, loss: nan")
+    assert text != PCCAI_CUT
+    _, m, _ = _stored(tmp_path, text)
+    assert math.isnan(m["val_loss"][300]) and list(m["val_loss"]) == [300]
+    assert m["val_xyz_loss"] == {
+        300: pytest.approx((0.091203 + 0.102447 + 0.088120 + 0.095316) / 4)
+    }
+    assert _conflicts(tmp_path) == []
+
+
+def test_pccai_printed_nan_average_is_stored_as_printed(tmp_path: Path) -> None:
+    # made up: the `Validation ---` line says `avg_val_loss: nan` (every batch printed is
+    # finite). before: the line was ignored and val_loss the last batch's finite 0.135814
+    text = PCCAI_VALIDATION.replace("avg_val_loss: 0.134657", "avg_val_loss: nan")
+    assert text != PCCAI_VALIDATION
+    _, m, _ = _stored(tmp_path, text)
+    assert math.isnan(m["val_loss"][300]) and list(m["val_loss"]) == [300]
+    assert m["val_xyz_loss"] == {300: 0.094275}
+    assert _conflicts(tmp_path) == []
 
 
 # ----- TensorFlow's `global_step/sec: 0.803899`: the training rate ------------------------

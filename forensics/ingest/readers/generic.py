@@ -61,7 +61,11 @@ from forensics.ingest.readers._text import (
     read_text,
     scan_beyond_head,
 )
-from forensics.ingest.readers._validation_sections import validation_lines
+from forensics.ingest.readers._validation_sections import (
+    one_per_pass,
+    summary_names,
+    validation_passes,
+)
 from forensics.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -1989,11 +1993,14 @@ def extract(
     with_time: bool = True,
     events: list[pl.DataFrame] | None = None,
     overflow_lines: list[int] | None = None,
+    read_lines: list[int] | None = None,
 ) -> tuple[pl.DataFrame, dict[str, Template], int]:
     """Long rows (line, step, raw_name, value, wall_time) of every record line, the
     templates used, and how many non-blank lines were left unread; loss-scaler overflow
     lines are appended to `events` (step, kind, detail) when it is given, and their line
-    numbers to `overflow_lines` (the one pass of the overflow regex over the log)."""
+    numbers to `overflow_lines` (the one pass of the overflow regex over the log); the lines
+    of validation passes read into one value per pass (one_per_pass: a row names one of
+    them) to `read_lines`."""
     prepared = _prepared(lines)
     overflows = prepared.filter(pl.col("text").str.contains(_OVERFLOW))
     diverged = prepared.filter(pl.col("text").str.contains(_DIVERGED))
@@ -2030,10 +2037,14 @@ def extract(
         if not _step_value_pairs(prepared, found, notes) and not _number_in_order(found, notes):
             return empty, {}, 0
         _epochs_as_steps(prepared, found, notes)
+    averages = {k: t for k, t in found.items() if t.step_slot is None}
     found = {k: t for k, t in found.items() if t.is_record or t.cont}
     _batch_counters(prepared, found)
     counted = [k for k, t in found.items() if t.per_epoch and t.is_record]
-    validating = validation_lines(prepared, _EPOCH_START, counted)
+    averages = {k: t for k, t in averages.items() if summary_names(k, t.names)}
+    passes = validation_passes(prepared, _EPOCH_START, counted, list(averages))
+    validating = passes.filter(~pl.col("summary"))["line"]
+    _validation_summaries(averages, passes, found)
     step_tbl, name_tbl = _slot_table(found)
     hit = prepared.join(step_tbl, on="tpl", how="inner", maintain_order="left").with_columns(
         pl.col("body").str.extract_all(NUM).alias("nums")
@@ -2070,6 +2081,8 @@ def extract(
             _memory_megabytes(parse_number(pl.col("raw").str.replace_all(",", ""))).alias("value")
         ).filter(pl.col("value").is_not_null())
         rows = pl.concat([rows.filter(pl.col("value").is_not_null()), odd])
+    rows, averaged = one_per_pass(rows, passes)
+    _averaged_note(averaged, notes)
     rows = _per_rank(_step_seconds(rows.sort(["line", "slot"]), notes), notes)
     rows = _bar_validation_once(rows, found, notes)
     used = set(rows["tpl"].unique().to_list())
@@ -2088,7 +2101,9 @@ def extract(
         if errors.height:
             events.append(errors)
     nonblank = lines.filter(pl.col("text").str.strip_chars().str.len_bytes() > 0).height
-    ignored = nonblank - pl.concat([out["line"], said]).n_unique()
+    if read_lines is not None:
+        read_lines.extend(passes["line"].to_list())
+    ignored = nonblank - pl.concat([out["line"], said, passes["line"]]).n_unique()
     if bad_step.height:
         notes.append(f"{bad_step.height} lines whose step field is not an integer: ignored")
     return out, found, ignored
@@ -2529,8 +2544,9 @@ def _validation_batches(hit: pl.DataFrame, validating: pl.Series, notes: list[st
         return hit
     notes.append(
         f"generic reader: {validating.len()} batch lines under `Validation at epoch E` lines "
-        "are the validation's (PccAI prints them like its training batches): stored under "
-        "`val` names at the training step before them, not as training steps"
+        "are the validation's (PccAI prints them like its training batches), not training "
+        "steps: each validation is one value per name (`val` names) at the training step "
+        "before it, the averages its `Validation ---` line prints where it prints one"
     )
     val = pl.col("line").is_in(validating.implode())
     return hit.with_columns((pl.col("cont") | val).alias("cont"))
@@ -2547,6 +2563,41 @@ def _validation_names(rows: pl.DataFrame, validating: pl.Series) -> pl.DataFrame
     names = rows.filter(val)["raw_name"].unique().to_list()
     renamed = pl.col("raw_name").replace({n: _validation_name(n) for n in names})
     return rows.with_columns(pl.when(val).then(renamed).otherwise("raw_name").alias("raw_name"))
+
+
+def _validation_summaries(
+    averages: dict[str, Template], passes: pl.DataFrame, found: dict[str, Template]
+) -> None:
+    """PccAI's `Validation --- avg_val_bpp_loss: ..., avg_val_loss: ...` (`averages`:
+    templates) after a validation's batches (`passes`, see validation_passes) gives the
+    validation's values: it joins `found` as a continuation (at the training step before
+    the validation) with its names as the batch lines' (`avg_val_loss` -> `val loss`,
+    _validation_name). Before, the line was ignored and the validation's value was its last
+    printed batch's."""
+    summary = set(passes.filter(pl.col("summary"))["line"].to_list())
+    if not summary:
+        return
+    for key, t in averages.items():
+        names = summary_names(key, t.names)
+        if names is None:
+            continue
+        t.names = {i: _validation_name(n) for i, n in names.items()}
+        t.cont = True
+        found[key] = t
+
+
+def _averaged_note(averaged: pl.DataFrame, notes: list[str]) -> None:
+    """Say which validations (`averaged`: pass, batches) print no `Validation ---` line,
+    their values the mean of the batch lines the log prints."""
+    if averaged.height == 0:
+        return
+    most = averaged.select(pl.col("batches").max()).item()
+    notes.append(
+        "generic reader: validations with no `Validation --- avg_val_...` line (a log cut "
+        f"off): {averaged.height}; each value is the mean of its printed batch lines "
+        f"({most} at most; PccAI's own average counts every batch, "
+        "printed or not), NaN when one of them is"
+    )
 
 
 def _validation_name(key: str) -> str:
@@ -2699,14 +2750,17 @@ def read_generic(path: Path, text: str) -> ReadResult:
     notes: list[str] = []
     events: list[pl.DataFrame] = []
     overflow_lines: list[int] = []
-    rows, found, ignored = extract(lines, notes, events=events, overflow_lines=overflow_lines)
+    passes: list[int] = []
+    rows, found, ignored = extract(
+        lines, notes, events=events, overflow_lines=overflow_lines, read_lines=passes
+    )
     if rows.height == 0:
         raise InputError(
             path,
             "no line with a step counter and a named number",
             expected="lines like 'step 10 | loss 2.31' or 'iter 10: loss=2.31'",
         )
-    used = set(rows["line"].to_list())
+    used = set(rows["line"].to_list()) | set(passes)
     if events:
         used |= set(overflow_lines)
     redraws = text.count("\r") - text.count("\r\n") if "\r" in text else 0
