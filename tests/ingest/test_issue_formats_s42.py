@@ -64,6 +64,19 @@ def test_pccai_validation_batches_are_no_training_steps(tmp_path: Path) -> None:
     assert any("under `Validation at epoch E`" in x for x in w)
 
 
+def test_pccai_epoch_summary_is_the_epochs_average(tmp_path: Path) -> None:
+    # before: the `Epoch: 1/1 --- time: ..., lr: ..., avg_loss: 0.145311` line was ignored
+    # (no name the table knows as the loss): the epoch's average loss was lost
+    _, m, _ = _stored(tmp_path, PCCAI_VALIDATION)
+    assert m["epoch/loss"] == {300: 0.145311}  # at the epoch's last step printed
+    assert m["epoch/xyz_loss"] == {300: 0.087006} and m["epoch/bpp_loss"] == {300: 0.058304}
+    assert m["epoch/lr"] == {300: 0.0008}
+    assert m["loss"] == {260: 0.126439, 280: 0.12053, 300: 0.118532, 308: 0.13672}  # as before
+    # its `time` counts from the training's start, and an `epoch` at the epoch's last step
+    # would mark a new epoch there (schedule_shifts): neither is stored
+    assert not {"epoch", "time", "epoch/time", "epoch/epoch"} & set(m)
+
+
 def _conflicts(tmp_path: Path) -> list[tuple]:
     """The `conflicts` rows (step, metric, value) of the one store `_stored` made."""
     (db,) = tmp_path.rglob("t.duckdb")

@@ -1835,6 +1835,38 @@ def _epoch_summaries(found: dict[str, Template], notes: list[str]) -> None:
             )
 
 
+def _epoch_averages(found: dict[str, Template], notes: list[str]) -> None:
+    """PccAI closes an epoch with `Epoch: 1/1 --- time: 1067.1, lr: 0.000800, avg_bpp_loss:
+    ..., avg_loss: 0.145311`: the epoch's averages (`avg_<name>`) of the values its batch
+    records print (`loss: ...`). A step-less line with an `epoch` field whose `avg_<name>`
+    values repeat a record's names, one the training loss, is an epoch summary: stored at
+    the epoch's last step as `epoch/<name>`, its `lr` as `epoch/lr`. Left out: its `time`
+    (PccAI's is the seconds since training began, not the epoch's) and its `epoch`, which
+    at the epoch's last step would tell schedule_shifts that a new epoch begins there.
+    Before, the line was ignored (no name the table knows as the loss), and the epoch's
+    average loss was lost."""
+    table = alias_table()
+    printed = {k.lower() for t in found.values() if t.is_record for k in t.names.values()}
+    for t in found.values():
+        if t.step_slot is not None or t.is_record or t.cont:
+            continue
+        keys = {i: k.lower() for i, k in t.names.items()}
+        avg = {i: k[4:] for i, k in keys.items() if k.startswith("avg_") and k[4:] in printed}
+        trains = any(table.canonical(k) == "loss" for k in avg.values())
+        if "epoch" not in keys.values() or not trains:
+            continue
+        t.names = {
+            i: f"epoch/{t.names[i][4:]}" if i in avg else _summary_name(k)
+            for i, k in t.names.items()
+            if keys[i] not in ("time", "epoch")
+        }
+        t.cont = True  # the epoch's, at its last step
+        notes.append(
+            f"generic reader: {t.lines} lines like '{t.shown()[:100]}' summarise an epoch: "
+            "its `avg_<name>` values stored as epoch/<name>, apart from the per-iteration values"
+        )
+
+
 def _training_loss_names(found: dict[str, Template]) -> Callable[[str], bool]:
     """What names a training loss among `found`: the table's `loss`, or, in a log where no
     name is (IMDLBenCo's `predict_loss`, each model its own), a name with `loss` in it that
@@ -2030,6 +2062,7 @@ def extract(
     _epoch_loss_lines(found, notes)
     _checkpoint_lines(found, notes)
     _epoch_summaries(found, notes)
+    _epoch_averages(found, notes)
     _bar_running_loss(found, notes)
     if any(t.bar and t.is_record for t in found.values()):
         _attach_to_bars(found, notes)
