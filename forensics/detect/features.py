@@ -831,13 +831,17 @@ def _scaler(
     from is the cascade itself. A halving at a loss that is itself NaN/Inf or absurd (or at
     the next logged point) is that value's reaction too: an overflow cascade skips steps
     whose loss is finite, a corrupted forward pass (a hardware fault) hands the scaler a
-    bad loss. NaN iterations count over the whole incident."""
+    bad loss. So is a halving in a window whose NaN iterations the trainer counted
+    (Megatron's `number of nan iterations`: steps whose loss was NaN/Inf, which it averages
+    out of `lm loss` and, when every step was, prints no loss at all), and those NaN steps
+    are no overflow's skips. NaN iterations count over the whole incident."""
     lo = inc.onset_step - max(cfg.event_gap_steps, 3 * data.interval)
     hi = inc.span_end
     tail = nonfinite_tail(data.loss, int(np.searchsorted(data.loss.steps, inc.onset_step)))
     cut = hi if tail is None else tail
     evs = [e for e in inc.events if lo <= e.step <= hi]
-    bad = _bad_loss_steps(data, lo, hi, absurd)
+    nan_at = {e.step: e.value for e in evs if e.kind == "nan_iter"}
+    bad = sorted({*_bad_loss_steps(data, lo, hi, absurd), *nan_at})
     reach = max(1.0, data.interval)
     kept = [
         e
@@ -845,9 +849,11 @@ def _scaler(
         if e.step <= cut
         and not (e.kind == "scale_halving" and any(b <= e.step <= b + reach for b in bad))
     ]
+    skips = [e.value - nan_at.get(e.step, 0.0) if e.kind == "skipped" else e.value
+             for e in kept if e.kind in ("skipped", "overflow")]  # fmt: skip
     out: dict[str, FeatureValue] = {
         "scale_halvings": float(sum(e.value for e in kept if e.kind == "scale_halving")),
-        "skipped": float(sum(e.value for e in kept if e.kind in ("skipped", "overflow"))),
+        "skipped": float(sum(max(0.0, x) for x in skips)),
         "nan_iters": float(sum(e.value for e in evs if e.kind == "nan_iter")),
     }
     if data.has("loss_scale"):

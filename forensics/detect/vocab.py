@@ -151,10 +151,12 @@ FEATURES: dict[str, str] = {
     "scale_halvings": "halvings of the fp16 loss scale from shortly before the onset to the "
     "end of the incident, or to where its loss went non-finite for good (that step "
     "included): the scaler halves at every step after it, a reaction to a loss already gone; "
-    "a halving at a NaN/Inf or absurd loss (or the next logged point) is that bad value's "
-    "reaction too, not counted",
+    "a halving at a NaN/Inf or absurd loss, or in a log interval whose NaN iterations the "
+    "trainer counted (or at the next logged point), is that bad value's reaction too, not "
+    "counted",
     "scale_drop": "largest / smallest loss scale over the same span (1 = unchanged)",
-    "skipped": "skipped iterations (and scaler overflow reports) over the same span",
+    "skipped": "skipped iterations (and scaler overflow reports) over the same span, less "
+    "the NaN iterations counted with them: a step whose loss was NaN is no overflow's skip",
     "nan_iters": "NaN iterations counted by the trainer over the same span",
     "log_interval": "median steps between logged loss points around the onset (10 gaps either "
     "side): the spacing the incident was logged at, which a run may change midway",
