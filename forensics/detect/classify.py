@@ -84,13 +84,14 @@ def lr_phase(inc: Incident, data: RunData) -> None:
     90% of the peak LR or more after that, or anywhere at that level when the logged LR
     starts at its top: no warm-up in the log), decay (LR below 90% of its peak after it),
     constant (the LR never changed), unknown (no `lr` logged and no `warmup_steps` in the
-    config). With the LR known from the config only, past the warm-up the schedule the
-    config names decides peak or decay (the `lr_frac` feature, read from it before this);
-    a config without one gives "after warm-up": a cosine run had been called at its "peak"
-    at 57% of it.
+    config). A logged LR that does not cover the onset (data.lr_covers: a value printed
+    once, or a log of it that stopped) counts as not logged there. With the LR known from
+    the config only, past the warm-up the schedule the config names decides peak or decay
+    (the `lr_frac` feature, read from it before this); a config without one gives "after
+    warm-up": a cosine run had been called at its "peak" at 57% of it.
     """
     warm_cfg = number(data.config.get("warmup_steps"))
-    if not data.has("lr"):
+    if not data.lr_covers(inc.onset_step):
         if warm_cfg:
             inc.lr_peak_step = int(warm_cfg)
             inc.lr_phase = _config_phase(inc, warm_cfg)

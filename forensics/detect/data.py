@@ -100,6 +100,20 @@ class RunData:
     def has(self, name: str) -> bool:
         return name in self.aux and len(self.aux[name]) > 0
 
+    def lr_covers(self, step: float) -> bool:
+        """Whether the logged LR says where the schedule was at `step`: three finite points
+        or more (a schedule, not a value printed once: DeepSpeed's `step=0, skipped=0,
+        lr=[3e-05]` line before its scheduler stepped read as an LR held for the whole
+        run, "constant", in a WarmupDecayLR run), and `step` no further past the last than
+        two of their intervals. Elsewhere the config's schedule, if any, says it."""
+        if not self.has("lr"):
+            return False
+        lr = self.aux["lr"]
+        st = lr.steps[np.isfinite(lr.values)]
+        if len(st) < MIN_LR_POINTS:
+            return False
+        return bool(step <= st[-1] + 2 * float(np.median(np.diff(st))))
+
     def missing(self, names: tuple[str, ...] = CAUSE_METRICS) -> list[str]:
         """Cause metrics not logged (the loss scale only counts when the run may be fp16)."""
         skip = {"loss_scale", "skipped_iters"} if self._not_fp16() else set()
@@ -125,6 +139,9 @@ class RunData:
         p = str(self.config.get("precision") or "").lower()
         return p in ("bf16", "fp32", "fp8")
 
+
+# A logged LR of fewer points is a value printed once or twice, not a schedule (lr_covers).
+MIN_LR_POINTS = 3
 
 # A logged LR that first reaches its top this late (share of its points) after a rise has
 # not shown its peak: the log ends while it still climbs (logged_lr_top).

@@ -83,7 +83,7 @@ def _schedule(data: RunData) -> tuple[float | None, float | None]:
     cfg = data.config
     peak = number(cfg.get("peak_lr"))
     warm = number(cfg.get("warmup_steps"))
-    if data.has("lr"):
+    if data.lr_covers(data.first_step):
         found = logged_lr_top(data.aux["lr"], 0.98)  # None: the log ends mid-warm-up
         if found is not None:
             top, first = found
@@ -710,7 +710,7 @@ def _optimizer(
         "precision": _precision(data.config.get("precision")),
         "warmup_progress": _ratio(float(inc.onset_step), ctx.warmup_end),
     }
-    if data.has("lr"):
+    if data.lr_covers(inc.onset_step):
         out["lr_frac"] = _ratio(data.aux["lr"].at_or_before(inc.onset_step), ctx.peak_lr)
         # a rise that spans the end of warm-up: the LR it peaked under
         out["lr_frac_peak"] = _ratio(data.aux["lr"].at_or_before(inc.peak_step), ctx.peak_lr)

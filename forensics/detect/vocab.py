@@ -139,8 +139,10 @@ FEATURES: dict[str, str] = {
     "warmup_progress": "onset step / end of warm-up (config warmup_steps, else the first step "
     "where the logged LR reaches 98% of its peak, unless the log ends while the LR still "
     "climbs to it)",
-    "lr_phase": "warmup, peak or decay: where the onset sits in the LR schedule (logged LR, "
-    "else the config's warmup_steps / peak_lr); None when neither is known",
+    "lr_phase": "warmup, peak or decay: where the onset sits in the LR schedule (logged LR "
+    "where it covers the onset: three points or more, the onset within two of their "
+    "intervals of the last; else the config's warmup_steps / peak_lr); None when neither "
+    "is known",
     "recurrence": "other loss excursions of the run within recurrence_steps of the onset",
     "spikes_in_run": "loss excursions in the whole run",
     "lr_vs_earlier_lr_too_high": "learning rate at the onset / the highest learning rate at "

@@ -167,3 +167,42 @@ def test_a_log_that_starts_at_its_top_lr_has_no_warm_up_ending_in_it(tmp_path: P
     with open_store(tmp_path / "detect.duckdb", read_only=True) as store:
         (phase,) = store.query("SELECT lr_phase FROM incidents").row(0)
     assert phase == f["lr_phase"] == "peak"  # the page's phase and the rules' agree
+
+
+# DeepSpeed prints the optimizer's LR once, before its scheduler steps; quoted from the ZeRO-1
+# run log in https://github.com/hwang2006/large-scale-lm-tutorials/blob/013391eba2e0f88b43f436a32b7ab0358dbcb223/docs/07_zero_redundancy_optimization.md
+DS_STEP0 = (
+    "[2024-09-15 00:13:21,397] [INFO] [logging.py:96:log_dist] [Rank 0] step=0, skipped=0, "
+    "lr=[3e-05], mom=[(0.9, 0.999)]\n"
+)
+DS_CONFIG = {  # that run's ds_config: WarmupDecayLR, 30 warm-up steps of 300
+    "train_batch_size": 16,
+    "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 300,
+                  "warmup_min_lr": 0, "warmup_max_lr": 3e-05, "warmup_num_steps": 30}},
+    "fp16": {"enabled": True},
+}  # fmt: skip
+
+
+def test_an_lr_printed_once_is_no_schedule(tmp_path: Path) -> None:
+    """The LR printed once at step 0 was read as the LR of the whole run: a spike at step
+    120 of a WarmupDecayLR run (linear decay from step 30 to 300: 67% of the peak there)
+    was at a "constant" LR that "first reached its peak at step 0". The config's schedule
+    says where the LR was; one logged value says nothing of later steps."""
+    run = tmp_path / "ds"
+    run.mkdir()
+    loss = [(2.0 + 3.5 * (1 + s / 10) ** -0.7) * (1.9 if s == 120 else 1.0) for s in range(300)]
+    lines = [f"step:{s}, loss:{v * (1 + 0.01 * ((s * 7919) % 13 - 6) / 6):.6f}\n"
+             for s, v in enumerate(loss)]  # fmt: skip
+    (run / "train.log").write_text(DS_STEP0 + "".join(lines))
+    (run / "ds_config.json").write_text(json.dumps(DS_CONFIG))
+    db = tmp_path / "f.duckdb"
+    res = analyze([run], out=None, db=db, options=AnalyzeOptions(replay=False, report=False))
+    with open_store(db, read_only=True) as store:
+        rows = store.query(
+            "SELECT peak_step, lr_phase, lr_peak_step, features FROM incidents WHERE run_id = ?",
+            [res.run_id],
+        ).to_dicts()
+    assert [r["peak_step"] for r in rows] == [120], rows
+    feats = json.loads(rows[0]["features"])
+    assert (rows[0]["lr_phase"], rows[0]["lr_peak_step"]) == ("decay", 30), rows
+    assert feats["lr_source"] == "config" and feats["lr_frac"] == pytest.approx(2 / 3, abs=0.01)
