@@ -28,15 +28,15 @@ def spike(loss: np.ndarray, at: int, amp: float, tau: float, offset: float = 0.0
     return out
 
 
-def stored_incidents(folder: Path, tmp_path: Path) -> list[dict]:
+def stored_incidents(folder: Path, tmp_path: Path, extra: tuple[str, ...] = ()) -> list[dict]:
     """Analyze `folder` (no replay, no report) and return its stored incidents' onset, peak,
-    type and cause."""
+    type and cause, and the `extra` columns."""
     db = tmp_path / "detect.duckdb"
     res = analyze([folder], out=None, db=db, options=AnalyzeOptions(replay=False, report=False))
+    cols = ", ".join(("onset_step", "peak_step", "type", "cause", *extra))
     with open_store(db, read_only=True) as store:
         return store.query(
-            "SELECT onset_step, peak_step, type, cause FROM incidents WHERE run_id = ?",
-            [res.run_id],
+            f"SELECT {cols} FROM incidents WHERE run_id = ?", [res.run_id]
         ).to_dicts()
 
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from detect_helpers import stored_features, stored_incidents
 
 from forensics.analyze import AnalyzeOptions, analyze
 from forensics.detect.schedule import config_lr_frac, schedule_step
@@ -195,14 +196,8 @@ def test_an_lr_printed_once_is_no_schedule(tmp_path: Path) -> None:
              for s, v in enumerate(loss)]  # fmt: skip
     (run / "train.log").write_text(DS_STEP0 + "".join(lines))
     (run / "ds_config.json").write_text(json.dumps(DS_CONFIG))
-    db = tmp_path / "f.duckdb"
-    res = analyze([run], out=None, db=db, options=AnalyzeOptions(replay=False, report=False))
-    with open_store(db, read_only=True) as store:
-        rows = store.query(
-            "SELECT peak_step, lr_phase, lr_peak_step, features FROM incidents WHERE run_id = ?",
-            [res.run_id],
-        ).to_dicts()
+    rows = stored_incidents(run, tmp_path, ("lr_phase", "lr_peak_step"))
     assert [r["peak_step"] for r in rows] == [120], rows
-    feats = json.loads(rows[0]["features"])
+    feats = stored_features(tmp_path)[0]
     assert (rows[0]["lr_phase"], rows[0]["lr_peak_step"]) == ("decay", 30), rows
     assert feats["lr_source"] == "config" and feats["lr_frac"] == pytest.approx(2 / 3, abs=0.01)
