@@ -100,18 +100,23 @@ class RunData:
     def has(self, name: str) -> bool:
         return name in self.aux and len(self.aux[name]) > 0
 
-    def lr_covers(self, step: float) -> bool:
-        """Whether the logged LR says where the schedule was at `step`: three finite points
-        or more (a schedule, not a value printed once: DeepSpeed's `step=0, skipped=0,
-        lr=[3e-05]` line before its scheduler stepped read as an LR held for the whole
-        run, "constant", in a WarmupDecayLR run), and `step` no further past the last than
-        two of their intervals. Elsewhere the config's schedule, if any, says it."""
+    def logged_lr(self) -> Metric | None:
+        """The logged LR when it is a schedule: three finite points or more. A value printed
+        once (DeepSpeed's `step=0, skipped=0, lr=[3e-05]` line before its scheduler stepped)
+        read as an LR held for the whole run, "constant", in a WarmupDecayLR run."""
         if not self.has("lr"):
-            return False
+            return None
         lr = self.aux["lr"]
-        st = lr.steps[np.isfinite(lr.values)]
-        if len(st) < MIN_LR_POINTS:
+        return lr if np.isfinite(lr.values).sum() >= MIN_LR_POINTS else None
+
+    def lr_covers(self, step: float) -> bool:
+        """Whether the logged LR says where the schedule was at `step`: it is a schedule
+        (logged_lr) and `step` is no further past its last finite point than two of their
+        intervals. Elsewhere the config's schedule, if any, says it."""
+        lr = self.logged_lr()
+        if lr is None:
             return False
+        st = lr.steps[np.isfinite(lr.values)]
         return bool(step <= st[-1] + 2 * float(np.median(np.diff(st))))
 
     def missing(self, names: tuple[str, ...] = CAUSE_METRICS) -> list[str]:

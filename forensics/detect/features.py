@@ -83,8 +83,9 @@ def _schedule(data: RunData) -> tuple[float | None, float | None]:
     cfg = data.config
     peak = number(cfg.get("peak_lr"))
     warm = number(cfg.get("warmup_steps"))
-    if data.lr_covers(data.first_step):
-        found = logged_lr_top(data.aux["lr"], 0.98)  # None: the log ends mid-warm-up
+    lr = data.logged_lr()
+    if lr is not None:
+        found = logged_lr_top(lr, 0.98)  # None: the log ends mid-warm-up
         if found is not None:
             top, first = found
             peak = peak or top

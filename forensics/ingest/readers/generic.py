@@ -2074,10 +2074,10 @@ def extract(
     found = {k: t for k, t in found.items() if t.is_record or t.cont}
     _batch_counters(prepared, found)
     counted = [k for k, t in found.items() if t.per_epoch and t.is_record]
-    averages = {k: t for k, t in averages.items() if summary_names(k, t.names)}
-    passes = validation_passes(prepared, _EPOCH_START, counted, list(averages))
+    summaries = {k: (t, n) for k, t in averages.items() if (n := summary_names(k, t.names))}
+    passes = validation_passes(prepared, _EPOCH_START, counted, list(summaries))
     validating = passes.filter(~pl.col("summary"))["line"]
-    _validation_summaries(averages, passes, found)
+    _validation_summaries(summaries, passes, found)
     step_tbl, name_tbl = _slot_table(found)
     hit = prepared.join(step_tbl, on="tpl", how="inner", maintain_order="left").with_columns(
         pl.col("body").str.extract_all(NUM).alias("nums")
@@ -2599,21 +2599,19 @@ def _validation_names(rows: pl.DataFrame, validating: pl.Series) -> pl.DataFrame
 
 
 def _validation_summaries(
-    averages: dict[str, Template], passes: pl.DataFrame, found: dict[str, Template]
+    summaries: dict[str, tuple[Template, dict[int, str]]],
+    passes: pl.DataFrame,
+    found: dict[str, Template],
 ) -> None:
-    """PccAI's `Validation --- avg_val_bpp_loss: ..., avg_val_loss: ...` (`averages`:
-    templates) after a validation's batches (`passes`, see validation_passes) gives the
-    validation's values: it joins `found` as a continuation (at the training step before
-    the validation) with its names as the batch lines' (`avg_val_loss` -> `val loss`,
-    _validation_name). Before, the line was ignored and the validation's value was its last
-    printed batch's."""
-    summary = set(passes.filter(pl.col("summary"))["line"].to_list())
-    if not summary:
+    """PccAI's `Validation --- avg_val_bpp_loss: ..., avg_val_loss: ...` (`summaries`:
+    templates with their names as the batch lines name them, summary_names) after a
+    validation's batches (`passes`, see validation_passes) gives the validation's values:
+    it joins `found` as a continuation (at the training step before the validation) with
+    its names as the batch lines' (`avg_val_loss` -> `val loss`, _validation_name).
+    Before, the line was ignored and the validation's value was its last printed batch's."""
+    if not passes["summary"].any():
         return
-    for key, t in averages.items():
-        names = summary_names(key, t.names)
-        if names is None:
-            continue
+    for key, (t, names) in summaries.items():
         t.names = {i: _validation_name(n) for i, n in names.items()}
         t.cont = True
         found[key] = t
