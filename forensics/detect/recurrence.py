@@ -109,7 +109,8 @@ def _matches(step: int, interval: float, tps: float | None, other: RunSpikes) ->
 
 
 def copies(runs: list[RunSpikes]) -> dict[str, str]:
-    """Each run that logs the same loss series as an earlier one -> that earlier run."""
+    """Each run that logs the same loss series as an earlier one (in `runs`' order, by name
+    from the store) -> that earlier run."""
     first: dict[int, str] = {}
     out: dict[str, str] = {}
     for r in runs:
@@ -161,10 +162,14 @@ def in_attempts(inc: Incident, interval: float, attempts: list[RunSpikes]) -> fl
 # ----- the store side -------------------------------------------------------------------------
 def run_spikes(store: Store) -> list[RunSpikes]:
     """Every run of the store with its stored loss-incident peaks (empty when not detected)."""
-    spans = store.con.execute(  # the fingerprint in the same scan: (metric, step, float32)
+    # the fingerprint in the same scan: (metric, step, float32). Ordered by run: a hash
+    # aggregate returns its groups in any order, and which of a run's copies counts as
+    # "the earlier one" (copies, distinct) must not change from one run of the tool to the next
+    spans = store.con.execute(
         "SELECT run_id, min(step), max(step), count(*), "
         "hash(list((metric, step, value::FLOAT) ORDER BY metric, step)) FROM metrics "
-        "WHERE metric IN ('loss', 'val_loss') AND value IS NOT NULL GROUP BY run_id"
+        "WHERE metric IN ('loss', 'val_loss') AND value IS NOT NULL GROUP BY run_id "
+        "ORDER BY run_id"
     ).fetchall()
     rows = store.con.execute(
         "SELECT run_id, metric, peaks FROM incidents WHERE metric IN ('loss', 'val_loss')"

@@ -191,3 +191,26 @@ def test_the_folder_index_says_a_run_is_logged_twice(tmp_path: Path) -> None:
     index = (out / "README.md").read_text()
     assert "| version_1 (the same loss as version_0: one run logged twice" in index
     assert "spike at step 304" not in index
+
+
+def test_runs_come_from_the_store_in_name_order(tmp_path: Path) -> None:
+    # DuckDB's hash aggregate hands its groups back in any order: CI once read version_1 as
+    # the first of a run's two copies and version_0 as the copy
+    import polars as pl
+
+    from forensics.detect.recurrence import copies, run_spikes
+
+    names = [f"run_{i:02d}" for i in range(40)]
+    with open_store(tmp_path / "t.duckdb") as store:
+        for n in names:
+            store.upsert_run(n, n, "csv", {})
+            store.insert_metrics(
+                pl.DataFrame(
+                    {"run_id": [n] * 5, "step": list(range(5)), "metric": ["loss"] * 5}
+                    | {"value": [2.0, 1.9, 1.8, 1.7, 1.6], "wall_time": [None] * 5}
+                    | {"raw_name": ["loss"] * 5, "source": [n] * 5}
+                )
+            )
+        runs = run_spikes(store)
+    assert [r.run_id for r in runs] == names
+    assert copies(runs) == {n: "run_00" for n in names[1:]}
