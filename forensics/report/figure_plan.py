@@ -17,8 +17,6 @@ from forensics.report.model import Incident
 if TYPE_CHECKING:
     from forensics.report.context import IncidentView
 
-PLOTTED_METRICS = ["loss", "grad_norm", "lr", "loss_scale"]
-
 
 def plan(
     frame: pl.DataFrame,
@@ -52,7 +50,7 @@ def _incident_figures(frame: pl.DataFrame, v: IncidentView) -> list[FigureSpec]:
     specs = [
         FigureSpec(
             f"{v.slug}-metrics",
-            f"Spike #{n}: {_plotted(frame, inc.metric)}",
+            f"Spike #{n}: {_plotted(figures.window(frame, f), inc.metric)}",
             lambda: figures.incident(frame, inc, f, title),
         )
     ]
@@ -78,11 +76,10 @@ def _incident_figures(frame: pl.DataFrame, v: IncidentView) -> list[FigureSpec]:
     return specs
 
 
-def _plotted(frame: pl.DataFrame, metric: str) -> str:
-    """What the incident figure shows, in words (only the metrics the run logged)."""
+def _plotted(part: pl.DataFrame, metric: str) -> str:
+    """What the incident figure shows, in words: the rows it draws in its window."""
     names = {"loss": "loss", "grad_norm": "grad norm", "lr": "LR", "loss_scale": "loss scale"}
-    shown = [metric] + [m for m in PLOTTED_METRICS if m != metric]
-    words = [names.get(m, m) for m in shown if m in frame.columns] or [metric]
+    words = [names.get(m, m) for m in figures.incident_rows(part, metric)]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 

@@ -371,12 +371,24 @@ def _short(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def window(frame: pl.DataFrame, f: Facts) -> pl.DataFrame:
+    """The rows an incident figure draws: its window's steps."""
+    lo, hi = f.window
+    return frame.filter(pl.col("step").is_between(lo, hi))
+
+
+def incident_rows(part: pl.DataFrame, metric: str) -> list[str]:
+    """The incident figure's rows, top down: the incident's metric, then the loss and
+    INCIDENT_ROWS that hold a value in its window (the figure's alt text names the same)."""
+    rows = [metric] + [m for m in ["loss", *INCIDENT_ROWS] if m != metric]
+    return [m for m in rows if series.column(part, m).height] or [metric]
+
+
 def incident(frame: pl.DataFrame, inc: Incident, f: Facts, title: str) -> go.Figure:
     """Loss, grad norm, LR and loss scale around one incident, with onset/peak/recovery."""
     lo, hi = f.window
-    part = frame.filter(pl.col("step").is_between(lo, hi))
-    rows = [inc.metric] + [m for m in ["loss", *INCIDENT_ROWS] if m != inc.metric]
-    rows = [m for m in rows if series.column(part, m).height] or [inc.metric]
+    part = window(frame, f)
+    rows = incident_rows(part, inc.metric)
     fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.04)
     logs = [
         add_curve(fig, series.column(part, m), m, i, "#1f77b4" if i == 1 else "#555555")
