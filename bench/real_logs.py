@@ -66,16 +66,23 @@ def folders(root: Path, tmp: Path) -> None:
         with open_store(tmp / f"folder{n}.duckdb") as store:
             ingest(store, [folder])
             dets = detect(store)
-            recurring = store.con.execute(
-                "select step, count(distinct run_id) as runs from recurrences "
-                "group by step having runs > 1 order by runs desc, step limit 10"
+            recurring = store.con.execute(  # counted runs, and runs that repeat one of them
+                "select step, count(distinct run_id) filter (repeat_of is null) as runs, "
+                "count(distinct run_id) filter (repeat_of is not null) as again "
+                "from recurrences group by step having runs > 1 "
+                "order by runs desc, again desc, step limit 10"
             ).fetchall()
         print(f"\n### {folder.name}: {len(dets)} runs in one store")
         print("| run | incidents | types | causes | confidence | unknown | |")
         print("|---|---:|---|---|---|---:|---|")
         for d in dets:
             print(_row(d.run_id[-56:], d.incidents, []))
-        shown = ", ".join(f"{s} in {k} runs" for s, k in recurring) or "none"
+        shown = (
+            ", ".join(
+                f"{s} in {k} runs" + (f" (+{a} repeated)" if a else "") for s, k, a in recurring
+            )
+            or "none"
+        )
         print(f"\nsteps that recur across runs: {shown}")
 
 

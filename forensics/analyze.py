@@ -374,7 +374,11 @@ def _recurrences(
             "step": r.step,
             "span": r.span.removeprefix("steps ").removeprefix("step "),
             "verdict": r.verdict,
-            "runs": [(_label(names.get(n, n)), safe_folder_name(n), peak) for n, peak in r.runs],
+            "runs": [(_label(names.get(n, n)), safe_folder_name(n), peak, "") for n, peak in r.runs]
+            + [
+                (_label(names.get(n, n)), safe_folder_name(n), peak, _label(names.get(t, t)))
+                for n, peak, t in r.repeats
+            ],
         }
         for r in recs
     ]

@@ -724,10 +724,13 @@ def _explain(
     ctx = run_context(data, peaks, sc.log_space, cfg)
     have = data.evidence_sources()
     tps = recurrence.tokens_per_step(data.config)
+    mine = (data.loss.steps, data.loss.values) if data.loss_name == "loss" else None
     for n, inc in enumerate(incidents):  # in onset order: a feature reads earlier causes
         compute(inc, data, ctx, cfg, incidents[:n])
         if inc.origin == "loss":
-            inc.features.update(recurrence.cross_features(inc, data.interval, tps, others))
+            inc.features.update(
+                recurrence.cross_features(inc, data.interval, tps, others, loss=mine)
+            )
             inc.features["rollback_recurrence"] = recurrence.in_attempts(
                 inc, data.interval, attempts
             )

@@ -35,15 +35,18 @@ def overlay(store: Store, rec: FleetRecurrence) -> go.Figure:
     from forensics.fleet.render import short_names
 
     lo, hi = rec.step - HALF_WINDOW, rec.step + HALF_WINDOW
-    names = short_names([r for r, _ in rec.runs] + rec.absent)
+    twins = {r: t for r, _, t in rec.repeats}  # a run repeated: on top of the run it tracks
+    spiking = [r for r, _ in rec.runs] + list(twins)
+    names = short_names(spiking + rec.absent)
     fig = go.Figure()
-    for k, (run_id, _peak) in enumerate(rec.runs):
+    for k, run_id in enumerate(spiking):
         st, v = _loss(store, run_id, lo, hi)
         dash = DASHES[k % len(DASHES)]
+        label = _short(names[run_id])
+        if run_id in twins:
+            label = f"{_short(names[run_id], 30)} (tracks {_short(names[twins[run_id]], 30)})"
         fig.add_trace(
-            go.Scatter(
-                x=st, y=v, mode="lines", name=_short(names[run_id]), line={"width": 2, "dash": dash}
-            )
+            go.Scatter(x=st, y=v, mode="lines", name=label, line={"width": 2, "dash": dash})
         )
     for run_id in rec.absent:
         st, v = _loss(store, run_id, lo, hi)
@@ -58,7 +61,8 @@ def overlay(store: Store, rec: FleetRecurrence) -> go.Figure:
         )
     fig.add_vline(x=rec.step, line={"color": "#d62728", "dash": "dash", "width": 1})
     fig.update_layout(
-        title=f"Loss of {len(rec.runs)} runs around step {rec.step} (recurrence {rec.id})",
+        title=f"Loss of {len(rec.runs)} runs around step {rec.step} (recurrence {rec.id})"
+        + (f", {len(twins)} more tracking them" if twins else ""),
         xaxis_title="step",
         yaxis_title="loss",
         template="plotly_white",

@@ -29,7 +29,10 @@ def print_fleet(fleet: Fleet, console: Console) -> None:
         highlight=False,
     )
     for r in fleet.recurrences[:SHOWN_RECURRENCES]:
-        runs = ", ".join(f"{names.get(run, run)} @ {peak}" for run, peak in r.runs)
+        runs = ", ".join(f"{names.get(run, run)} @ {peak}" for run, peak in r.runs) + "".join(
+            f", {names.get(run, run)} @ {peak} (tracks {names.get(twin, twin)})"
+            for run, peak, twin in r.repeats
+        )
         console.print(f"  recurrence {r.id}: {r.verdict}", highlight=False, markup=False)
         console.print(f"      runs: {runs}", highlight=False, markup=False)
     if len(fleet.recurrences) > SHOWN_RECURRENCES:

@@ -39,6 +39,9 @@ class FleetRecurrence:
     shared_data_order: bool | None
     by_chance: float
     absent: list[str]
+    # runs that spike there too but whose loss tracked a run of `runs` before the step
+    # (run, peak step, the run it tracks): that run repeated, counted once
+    repeats: list[tuple[str, int, str]] = field(default_factory=list)
 
     @property
     def span(self) -> str:
@@ -60,6 +63,13 @@ class FleetRecurrence:
             text += f" (chance coincidence {self.by_chance:.1e}): the data at this step"
         else:
             text += f" (chance coincidence {self.by_chance:.2f}: weak evidence)"
+        if self.repeats:
+            n = len(self.repeats)
+            text += (
+                f"; {plural(n, 'more run')} {'spikes' if n == 1 else 'spike'} there with a loss "
+                "that tracked one of these step for step before it (one state met the batch "
+                "twice: counted once)"
+            )
         if self.absent:
             verb = "does" if len(self.absent) == 1 else "do"
             text += f"; {plural(len(self.absent), 'run')} covering the step {verb} not spike there"
@@ -79,6 +89,7 @@ def read(store: Store) -> Fleet:
     """The fleet as stored: every run, its incidents, and the recurrences table."""
     recs = _recurrences(store)
     member = {(r, s): rec.id for rec in recs for r, s in rec.runs}
+    member |= {(r, s): rec.id for rec in recs for r, s, _ in rec.repeats}
     ends = dict(
         store.con.execute("SELECT run_id, max(step) FROM metrics GROUP BY run_id").fetchall()
     )
@@ -99,17 +110,20 @@ def read(store: Store) -> Fleet:
 def _recurrences(store: Store) -> list[FleetRecurrence]:
     rows = store.con.execute(
         "SELECT recurrence_id, step, run_id, peak_step, n_covering, shared_data_order, "
-        "by_chance, absent_runs FROM recurrences ORDER BY recurrence_id, run_id"
+        "by_chance, absent_runs, repeat_of FROM recurrences ORDER BY recurrence_id, run_id"
     ).fetchall()
     out: dict[int, FleetRecurrence] = {}
-    for rid, step, run_id, peak, cover, shared, chance, absent in rows:
+    for rid, step, run_id, peak, cover, shared, chance, absent, twin in rows:
         rec = out.setdefault(
             rid,
             FleetRecurrence(
                 rid, int(step), [], int(cover or 0), shared, float(chance or 0), json.loads(absent)
             ),
         )
-        rec.runs.append((run_id, int(peak)))
+        if twin is None:
+            rec.runs.append((run_id, int(peak)))
+        else:
+            rec.repeats.append((run_id, int(peak), twin))
     return list(out.values())
 
 

@@ -101,10 +101,35 @@ class Recurrence:
     shared_data_order: bool | None
     by_chance: float | None
     absent_runs: list[str]
+    # run -> the run whose loss it tracked before the step (this run too, when it does):
+    # one state, counted once (detect/recurrence.tracks)
+    tracking: dict[str, str] = field(default_factory=dict)
+    n_runs: int = 0  # the runs counted: one per state (this run's among them)
+
+    @property
+    def counted_others(self) -> int:
+        """Other states that spiked here: this run's own state counts once, repeat or not."""
+        return max(0, self.n_runs - 1)
+
+    @property
+    def repeated(self) -> int:
+        """Other runs listed that are a counted run's state again."""
+        return max(0, len(self.others) - self.counted_others)
 
     @property
     def names(self) -> list[str]:
         return [name for name, _ in self.others]
+
+    def note(self, me: str, name: str) -> str:
+        """Why another run of the group counts once with a run it tracked, in words."""
+        twin = self.tracking.get(name)
+        if twin == me:
+            return "its loss tracked this run's before the step: one state, counted once"
+        if twin:
+            return f"its loss tracked `{twin}`'s before the step: counted once"
+        if self.tracking.get(me) == name:
+            return "this run's loss tracked it before the step: one state, counted once"
+        return ""
 
 
 @dataclass
@@ -265,6 +290,7 @@ def _recurrences(store: Store, run_id: str, inc: Incident) -> list[Recurrence]:
             "SELECT * FROM recurrences WHERE recurrence_id = ? ORDER BY run_id", [rid]
         ).to_dicts()
         others = [(r["run_id"], int(r["peak_step"])) for r in rows if r["run_id"] != run_id]
+        tracking = {r["run_id"]: r["repeat_of"] for r in rows if r.get("repeat_of")}
         first = rows[0]
         absent = _json(first["absent_runs"], [])
         out.append(
@@ -276,6 +302,8 @@ def _recurrences(store: Store, run_id: str, inc: Incident) -> list[Recurrence]:
                 shared_data_order=first["shared_data_order"],
                 by_chance=first["by_chance"],
                 absent_runs=[str(a) for a in absent] if isinstance(absent, list) else [],
+                tracking=tracking,
+                n_runs=int(first["n_runs"]),
             )
         )
     return out

@@ -313,6 +313,9 @@ ADDED_COLUMNS: list[tuple[str, str, str]] = [
     # a value a resume wrote over in the same file (rule conflicts.REWOUND): the file
     # segment it was logged in, counted from 0 where the series' step goes back
     ("conflicts", "attempt", "INTEGER"),
+    # a run that spikes there too but tracks this recurrence's run `repeat_of` before the
+    # step (detect/recurrence.tracks): that run repeated, not one of its n_runs
+    ("recurrences", "repeat_of", "VARCHAR"),
 ]
 
 ALL_DDL = INGEST_DDL + [METRICS_VIEW] + DETECT_DDL + EXPLAIN_DDL + REPLAY_DDL

@@ -683,7 +683,9 @@ def _explained(store: Store) -> None:
     )  # fmt: skip
     for rid, who, peak in [(1, run, 5220), (1, "llm-13b-bf16-rerun", 5221)]:
         store.con.execute(
-            "INSERT INTO recurrences VALUES (?, 5220, ?, ?, 2, 3, NULL, 0.0021, ?)",
+            "INSERT INTO recurrences (recurrence_id, step, run_id, peak_step, n_runs, "
+            "n_covering, shared_data_order, by_chance, absent_runs) "
+            "VALUES (?, 5220, ?, ?, 2, 3, NULL, 0.0021, ?)",
             [rid, who, peak, json.dumps(["llm-13b-bf16-lr2"])],
         )
     for name, points, last, upto, n_unscreened in [  # start-up left out by the screen
