@@ -306,7 +306,8 @@ def run_spikes(store: Store) -> list[RunSpikes]:
     width = max(
         [PROFILE_BIN] + [int(PROFILE_INTERVALS * intervals[r]) for r in peaks if r in intervals]
     )
-    profiles = _profiles(store, sorted(peaks), width)
+    several = len(spans) > 1  # one run alone has no other to track: nothing more to read
+    profiles = _profiles(store, sorted(peaks), width) if several else {}
     out = []
     for run_id, first, last, _n, series in spans:
         cfg = store.run_config(run_id)
@@ -322,7 +323,7 @@ def run_spikes(store: Store) -> list[RunSpikes]:
                 tokens_per_step(cfg),
                 data_order(cfg),
                 series,
-                _windows(store, run_id, mine, interval),
+                _windows(store, run_id, mine, interval) if several else {},
                 profiles.get(run_id, {}),
                 width,
             )
