@@ -498,7 +498,7 @@ def near_misses(
     data: RunData, sc: Screen, incidents: list[Incident], start: int, cfg: DetectConfig
 ) -> list[NearMiss]:
     """Gradient spikes the loss did not follow (clipping absorbed them), and loss points of
-    a spike's size under the noise bar (loss_near_misses)."""
+    a spike's size under the noise bar or just under that size (loss_near_misses)."""
     return _loss_near_misses(sc, data, incidents, cfg) + _grad_near_misses(
         data, sc, incidents, start, cfg
     )
@@ -510,25 +510,34 @@ NEAR_BAR = 0.75  # a loss point within this share of the spike bar came close to
 def _loss_near_misses(
     sc: Screen, data: RunData, incidents: list[Incident], cfg: DetectConfig
 ) -> list[NearMiss]:
-    """Screened loss points a spike's size above the trend (rise_min) that the point test
-    left just under its noise bar (NEAR_BAR of it or more), outside every incident: a reader
-    who sees one in a figure (a +47% point just after a recovery) learns why it is not an
-    incident. Points further under the bar are the log's ordinary noise."""
+    """Screened loss points that the point test left just under one of its two bars, outside
+    every incident: a spike's size above the trend (rise_min) but NEAR_BAR of its noise bar
+    or more, or clear of the noise bar but NEAR_BAR of that size or more. A reader who sees
+    one in a figure (a +47% point just after a recovery, a +13% blip at 18σ on the Mixtral
+    golden run) learns why it is not an incident. Points further under are ordinary noise."""
     if not sc.log_space:
         return []
     with np.errstate(divide="ignore", invalid="ignore"):
         z = sc.lift / sc.sigma
-        close = (sc.lift >= cfg.rise_min) & (z >= NEAR_BAR * sc.z_need)
-    idx = np.flatnonzero(close & ~sc.flagged)  # a NaN compares False
+        noisy = (sc.lift >= cfg.rise_min) & (z >= NEAR_BAR * sc.z_need)
+        small = (sc.lift >= NEAR_BAR * cfg.rise_min) & (z >= sc.z_need)
+    idx = np.flatnonzero((noisy | small) & ~sc.flagged)  # a NaN compares False
+    # a point just under the size right after a flagged or listed one is its excursion's tail
+    tail = np.r_[False, (sc.flagged | noisy | small)[:-1]] & ~noisy
     out = []
     for i in idx[idx >= sc.burn_in]:
         step = int(sc.steps[i])
-        if any(inc.onset_step <= step <= inc.span_end for inc in incidents):
+        if tail[i] or any(inc.onset_step <= step <= inc.span_end for inc in incidents):
             continue
         lift = signed_percent(float(np.expm1(sc.lift[i])))
+        under = (
+            f"under the {sc.z_need[i]:.0f}σ bar for a spike"
+            if sc.lift[i] >= cfg.rise_min
+            else f"under the {signed_percent(float(np.expm1(cfg.rise_min)))} a spike needs"
+        )
         detail = (
             f"loss {lift} over the median of the points before it at "
-            f"{z[i]:.1f}σ of this log's noise, under the {sc.z_need[i]:.0f}σ bar for a spike"
+            f"{z[i]:.1f}σ of this log's noise, {under}"
         )
         value, base = float(np.exp(sc.x[i])), float(np.exp(sc.x[i] - sc.lift[i]))
         out.append(NearMiss(step, data.loss_name, value, base, value / base, detail))

@@ -52,6 +52,11 @@ def test_an_lr_printed_once_is_not_in_the_figure_or_its_alt_text(
     _run(tmp_path / "ds", lr_every=None)
     out, _ = analyzed(tmp_path / "ds", min_severity="minor")
     assert _alt(out) == "Spike #1: loss"
+    # no gradient norm logged: "no near-miss" says what it could not have seen
+    assert (
+        "No near-miss was recorded (a gradient spike the loss did not follow needs the "
+        "gradient norm, which this run does not log)." in (out / "README.md").read_text()
+    )
 
 
 def test_an_lr_logged_through_the_window_is_named(
