@@ -72,16 +72,33 @@ def ckpt_every(steps: int) -> int:
     return max(10, steps // 10)
 
 
-def check(
-    scenario: str, seed: int, at: int, steps: int, work: Path, device: str = "cpu"
-) -> dict[str, Any]:
-    """Simulate, analyse with replay, and read what the store says about the injection."""
-    t0 = time.perf_counter()
-    run_dir, out = work / f"{scenario}-{seed}-{at}", work / f"{scenario}-{seed}-{at}-out"
+def train(scenario: str, seed: int, at: int, steps: int, work: Path, device: str = "cpu") -> Path:
+    """Simulate the pair into work/<scenario>-<seed>-<at> (truth.json with it); its folder."""
+    run_dir = work / f"{scenario}-{seed}-{at}"
     simulate(
         scenario, run_dir, steps=steps, seed=seed, at=at, device=device, plot=False,
         ckpt_every=ckpt_every(steps),
     )  # fmt: skip
+    return run_dir
+
+
+def check(
+    scenario: str,
+    seed: int,
+    at: int,
+    steps: int,
+    work: Path,
+    device: str = "cpu",
+    *,
+    trained: bool = False,
+) -> dict[str, Any]:
+    """Simulate, analyse with replay, and read what the store says about the injection.
+    trained=True: `train` already wrote the run folder (a caller that reads its truth.json
+    first); it is analysed as it is."""
+    t0 = time.perf_counter()
+    run_dir, out = work / f"{scenario}-{seed}-{at}", work / f"{scenario}-{seed}-{at}-out"
+    if not trained:
+        train(scenario, seed, at, steps, work, device)
     analyze(run_dir, out, options=AnalyzeOptions(report=False, device=device))
     truth = json.loads((run_dir / "truth.json").read_text())["expected"]
     onset = int(truth[0]["onset_step"]) if truth else at  # lr_too_high: after the warm-up
