@@ -34,6 +34,15 @@ def tmp_db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def no_png(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PNG export off (FORENSICS_CHROMIUM=off) for tests that read the store, the Markdown
+    or the HTML figures, never a PNG: starting a browser per report costs ~10 s under load
+    (a 4-test file went from 58 s to 12 s). The PNG path has its own tests
+    (tests/report/test_report_write.py, test_png_timeout.py, test_report_browser.py)."""
+    monkeypatch.setenv("FORENSICS_CHROMIUM", "off")
+
+
+@pytest.fixture
 def analyzed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[Path, Path]]:
     """`analyzed(path, ..., **AnalyzeOptions fields)`: `forensics analyze` of the paths
     without replay into tmp_path/out and tmp_path/f.duckdb; returns (out, db). PNG export is

@@ -21,6 +21,9 @@ from forensics.detect import Detection, Incident, detect, detect_data, load_rule
 from forensics.ingest import ingest
 from forensics.store import open_store
 
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
+
 MODDED = "KellerJordan__modded-nanogpt/records__track_1_short__"
 
 

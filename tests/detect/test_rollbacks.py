@@ -33,6 +33,9 @@ if str(REPORT_TESTS) not in sys.path:
 
 from consistency import check_report  # noqa: E402
 
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
+
 tensorboard = pytest.importorskip("torch.utils.tensorboard")
 
 RESUME, ABANDONED, END = 1001, 1200, 3000

@@ -13,8 +13,12 @@ import math
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from forensics.analyze import AnalyzeOptions, analyze
+
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
 
 # the issue's first two lines (the step-1 dict, the bar glued to an ffmpeg message), then the
 # same dict with the norm NaN, as the issue shows from step 2 on

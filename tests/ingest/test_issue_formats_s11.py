@@ -13,9 +13,13 @@ import math
 from pathlib import Path
 
 import duckdb
+import pytest
 from issue_log_helpers import stored as _stored
 
 from forensics.analyze import AnalyzeOptions, analyze
+
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
 
 # ----- NeMo 1 (Megatron GPT) Lightning progress bar -----------------------------------------------
 # Captured to a file, a tqdm bar keeps every redraw on one physical line, `\r` between them.

@@ -11,9 +11,13 @@ import math
 from pathlib import Path
 
 import duckdb
+import pytest
 from issue_log_helpers import stored as _stored
 
 from forensics.analyze import AnalyzeOptions, analyze
+
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
 
 
 def _analyzed(tmp_path: Path, name: str, text: str, *, report: bool = False) -> Path:

@@ -20,6 +20,9 @@ from forensics.record import Recorder
 from forensics.sim.run import read_metrics, train_run
 from forensics.store import open_store
 
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
+
 COMPARED = ("loss", "grad_norm", "param_norm", "update_norm", "adam_v_mean", "lr")
 
 

@@ -31,6 +31,9 @@ from forensics.record import ForensicsCallback  # noqa: E402
 from forensics.sim.data import Language  # noqa: E402
 from forensics.store import open_store  # noqa: E402
 
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
+
 V, T, B, STEPS, RARE, LOG, SAVE = 128, 32, 4, 50, 38, 5, 30
 
 

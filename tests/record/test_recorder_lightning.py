@@ -21,6 +21,9 @@ from forensics.sim.data import Language  # noqa: E402
 from forensics.sim.model import GPT, GPTConfig  # noqa: E402
 from forensics.store import open_store  # noqa: E402
 
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
+
 V, T, B, ACCUM, STEPS, RARE_STEP = 256, 32, 4, 2, 45, 35
 # Rows of the rare micro-batch: the second micro-batch of RARE_STEP (shuffle off).
 RARE_ROWS = list(range(((RARE_STEP - 1) * ACCUM + 1) * B, ((RARE_STEP - 1) * ACCUM + 2) * B))

@@ -35,6 +35,9 @@ from hf_run import (  # noqa: E402
 from forensics.cli import app  # noqa: E402
 from forensics.store import open_store  # noqa: E402
 
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
+
 
 @pytest.fixture(scope="session")
 def hf_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -57,7 +60,9 @@ def _replays(db: Path) -> dict[str, tuple[str, dict[str, Any], str]]:
 @pytest.fixture(scope="module")
 def analysis(hf_run: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("hf_out")
-    text = _analyze(hf_run["out"], hf_run["dataset"], out)
+    with pytest.MonkeyPatch.context() as mp:  # no_png for a module fixture
+        mp.setenv("FORENSICS_CHROMIUM", "off")
+        text = _analyze(hf_run["out"], hf_run["dataset"], out)
     # One step off the trend in a 150-step run is a minor incident (docs/definitions.md):
     # the post-mortem these tests read is asked for.
     from forensics.report import write_report

@@ -23,6 +23,9 @@ from forensics.replay.nanogpt import restore, train_iter
 from forensics.replay.probes import optimizer
 from forensics.store import open_store
 
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
+
 
 @pytest.fixture(scope="module")
 def nano(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:

@@ -12,6 +12,9 @@ from reportdb import RUNS, render_docs
 from forensics.store import open_store
 from forensics.store.db import Store
 
+# the store, the Markdown or the HTML figures are read, never a PNG (conftest.no_png)
+pytestmark = pytest.mark.usefixtures("no_png")
+
 
 @pytest.fixture(scope="module")
 def docs(report_db: Path) -> dict[str, dict[str, str]]:
