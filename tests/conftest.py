@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,22 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 REAL_LOGS = REPO.parent / "shared" / "real_logs"
 FIXTURES = REPO / "tests" / "fixtures"
+
+
+def _one_torch_thread_per_worker() -> None:
+    """Under pytest-xdist, each worker gets its share of the cores for torch's CPU threads
+    (OMP_NUM_THREADS, read when torch is imported; a value already set is kept). torch's
+    default, one thread per core in every worker, oversubscribes CI's two cores with its two
+    workers: an HF Trainer fixture took 83 s instead of 17 s on a loaded two-core machine.
+    The simulator pins one thread itself (TrainConfig.threads), so its numbers do not move;
+    before, the other training tests ran on 1 or 2 threads depending on whether a simulator
+    test had run earlier in the same worker."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers > 0:
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+
+
+_one_torch_thread_per_worker()
 
 
 @pytest.fixture(scope="session")
