@@ -60,13 +60,11 @@ def no_png(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def analyzed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[Path, Path]]:
+def analyzed(tmp_path: Path, no_png: None) -> Callable[..., tuple[Path, Path]]:
     """`analyzed(path, ..., **AnalyzeOptions fields)`: `forensics analyze` of the paths
     without replay into tmp_path/out and tmp_path/f.duckdb; returns (out, db). PNG export is
     off: these tests read the Markdown, and a browser under load is slow to start."""
     from forensics.analyze import AnalyzeOptions, analyze
-
-    monkeypatch.setenv("FORENSICS_CHROMIUM", "off")
 
     def run(*paths: Path, **options: Any) -> tuple[Path, Path]:
         out, db = tmp_path / "out", tmp_path / "f.duckdb"
