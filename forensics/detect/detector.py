@@ -733,7 +733,9 @@ def _explain(
     ctx = run_context(data, peaks, sc.log_space, cfg)
     have = data.evidence_sources()
     tps = recurrence.tokens_per_step(data.config)
-    mine = (data.loss.steps, data.loss.values) if data.loss_name == "loss" else None
+    mine = (
+        recurrence.RunLoss(data.loss.steps, data.loss.values) if data.loss_name == "loss" else None
+    )
     for n, inc in enumerate(incidents):  # in onset order: a feature reads earlier causes
         compute(inc, data, ctx, cfg, incidents[:n])
         if inc.origin == "loss":

@@ -199,6 +199,21 @@ def same_history(a: Profile, b: Profile, before: int) -> bool:
     return diff <= TRACK_SHARE * noise
 
 
+@dataclass
+class RunLoss:
+    """This run's logged loss for `cross_features`, its history profile made once per bin
+    width (a million-step log takes seconds to bin: once per run, not per incident)."""
+
+    steps: np.ndarray
+    values: np.ndarray
+    _profiles: dict[int, dict[int, tuple[float, float]]] = field(default_factory=dict)
+
+    def profile(self, width: int) -> dict[int, tuple[float, float]]:
+        if width not in self._profiles:
+            self._profiles[width] = profile(self.steps, self.values, width)
+        return self._profiles[width]
+
+
 def _tracks_at(a: RunSpikes, a_peak: int, b: RunSpikes, b_peak: int) -> bool:
     """`b` was `a`'s state before their peaks: `tracks` near them and `same_history`."""
     wa, wb = a.windows.get(a_peak), b.windows.get(b_peak)
@@ -239,7 +254,7 @@ def cross_features(
     interval: float,
     tps: float | None,
     others: list[RunSpikes],
-    loss: Window | None = None,
+    loss: RunLoss | None = None,
 ) -> dict[str, FeatureValue]:
     """cross_runs / cross_runs_covering of one incident (None with no other run). `loss`:
     this run's logged loss (steps, values); another run that tracks it before the peak
@@ -258,13 +273,12 @@ def cross_features(
     return {"cross_runs": float(len(hits)), "cross_runs_covering": float(len(covering))}
 
 
-def _tracks_me(loss: Window, interval: float, at: list[tuple[int, int]], o: RunSpikes) -> bool:
+def _tracks_me(loss: RunLoss, interval: float, at: list[tuple[int, int]], o: RunSpikes) -> bool:
     """Every matched peak of `o` is one this run was in the same state before."""
-    mine = profile(*loss, o.bin_width)
     return all(
         (w := o.windows.get(p)) is not None
-        and tracks(window(*loss, s, interval), w)
-        and same_history(mine, o.profile, min(s, p) // o.bin_width)
+        and tracks(window(loss.steps, loss.values, s, interval), w)
+        and same_history(loss.profile(o.bin_width), o.profile, min(s, p) // o.bin_width)
         for s, p in at
     )
 

@@ -276,16 +276,16 @@ def test_a_run_repeated_counts_once_and_a_crossing_run_of_the_same_data_counts()
 def test_cross_runs_counts_one_run_per_state() -> None:
     from types import SimpleNamespace
 
-    from forensics.detect.recurrence import cross_features
+    from forensics.detect.recurrence import RunLoss, cross_features
 
     steps = np.arange(3000)
     losses = _fleet_losses(steps)
     others = [_spikes(n, steps, losses[n]) for n in ("a2", "b")]
     inc: Any = SimpleNamespace(peak_step=1500, peaks=[(1500, float(losses["a"][1500]))])
-    mine = (steps, losses["a"])
+    mine = RunLoss(steps, losses["a"])
     assert cross_features(inc, 1.0, None, others, loss=mine)["cross_runs"] == 1.0  # b alone
     assert cross_features(inc, 1.0, None, others)["cross_runs"] == 2.0  # no loss: both count
     # from b's side: a and a2 are one state, one run
     others = [_spikes(n, steps, losses[n]) for n in ("a", "a2")]
-    mine = (steps, losses["b"])
+    mine = RunLoss(steps, losses["b"])
     assert cross_features(inc, 1.0, None, others, loss=mine)["cross_runs"] == 1.0
