@@ -81,6 +81,12 @@ class IncidentView:
         return sorted({name for r in self.inc.recurrences for name in r.names})
 
     @property
+    def other_states(self) -> list[str]:
+        """Of other_runs, those another state than this run's and than each other's: a run
+        whose loss tracked a listed one before the step is that run repeated."""
+        return sorted({name for r in self.inc.recurrences for name in r.other_states})
+
+    @property
     def root_status(self) -> str:
         """How detect weighed the stated cause on the log (replay may have decided it)."""
         return classify.STATUS.get(self.root.status, self.root.status) if self.root else ""

@@ -105,6 +105,12 @@ class Recurrence:
     # one state, counted once (detect/recurrence.tracks)
     tracking: dict[str, str] = field(default_factory=dict)
     n_runs: int = 0  # the runs counted: one per state (this run's among them)
+    me: str = ""  # the run whose post-mortem this is
+
+    @property
+    def other_states(self) -> list[str]:
+        """The other runs listed that are another state than this run's, one per state."""
+        return [name for name in self.names if not self.note(self.me, name)]
 
     @property
     def counted_others(self) -> int:
@@ -304,6 +310,7 @@ def _recurrences(store: Store, run_id: str, inc: Incident) -> list[Recurrence]:
                 absent_runs=[str(a) for a in absent] if isinstance(absent, list) else [],
                 tracking=tracking,
                 n_runs=int(first["n_runs"]),
+                me=run_id,
             )
         )
     return out

@@ -256,6 +256,10 @@ def test_modded_nanogpt_runs_report_their_recurrence(real_logs: Path, tmp_path: 
     )
     # one other state spiking there is no second: a minor incident, as it would be alone
     assert "severity **minor**" in pm.split("\n\n")[1]
+    # the run summary's "also in" counts as the page does (it said "3 other runs")
+    row = next(ln for ln in (tmp_path / ve / "README.md").read_text().splitlines()
+               if ln.startswith("| ") and "| 946 |" in ln)  # fmt: skip
+    assert "| 1 other run + 2 repeated |" in row
     # a run's own noise tail may call a jump routine (SOAP's 947: "chance of at least one
     # 80%") beside a Cross-run section where other runs spike there: the page says the
     # first weighs that run alone
