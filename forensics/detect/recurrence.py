@@ -50,6 +50,7 @@ PROFILE_BIN = 50  # the profile's bin: this many steps, or PROFILE_INTERVALS log
 PROFILE_INTERVALS = 10
 
 Window = tuple[np.ndarray, np.ndarray]  # (steps, values): a run's loss before one peak
+Profile = Mapping[int, tuple[float, float]]  # bin -> (median loss, median |change|)
 
 # Config keys that say which data a run reads, in what order and how much per step.
 DATASET_KEYS = ("data_path", "dataset", "dataset_name", "train_data", "input_bin", "data")
@@ -76,9 +77,7 @@ class RunSpikes:
     # its loss before each peak (peak step -> window), for `tracks`; empty: not read
     windows: Mapping[int, Window] = field(default_factory=dict, compare=False, hash=False)
     # its loss history for `tracks`: bin (step // bin_width) -> (median loss, median |change|)
-    profile: Mapping[int, tuple[float, float]] = field(
-        default_factory=dict, compare=False, hash=False
-    )
+    profile: Profile = field(default_factory=dict, compare=False, hash=False)
     bin_width: int = 1
 
 
@@ -167,9 +166,6 @@ def tracks(a: Window, b: Window) -> bool:
     return diff <= TRACK_SHARE * min(_noise(a[1]), _noise(b[1]))
 
 
-Profile = Mapping[int, tuple[float, float]]
-
-
 def profile(steps: np.ndarray, values: np.ndarray, width: int) -> dict[int, tuple[float, float]]:
     """Per bin of `width` steps: the median finite loss and the median change between
     consecutive finite points (the change into a bin's first point counts in that bin)."""
@@ -206,20 +202,28 @@ class RunLoss:
 
     steps: np.ndarray
     values: np.ndarray
-    _profiles: dict[int, dict[int, tuple[float, float]]] = field(default_factory=dict)
+    _profiles: dict[int, Profile] = field(default_factory=dict)
 
-    def profile(self, width: int) -> dict[int, tuple[float, float]]:
+    def profile(self, width: int) -> Profile:
         if width not in self._profiles:
             self._profiles[width] = profile(self.steps, self.values, width)
         return self._profiles[width]
 
 
-def _tracks_at(a: RunSpikes, a_peak: int, b: RunSpikes, b_peak: int) -> bool:
-    """`b` was `a`'s state before their peaks: `tracks` near them and `same_history`."""
-    wa, wb = a.windows.get(a_peak), b.windows.get(b_peak)
+def one_state(
+    wa: Window | None, pa: Profile, wb: Window | None, pb: Profile, before_bin: int
+) -> bool:
+    """Two runs were one state before a shared peak: `tracks` near it and `same_history`
+    over the bins before `before_bin` (a window not read: not known to be one state)."""
     if wa is None or wb is None or not tracks(wa, wb):
         return False
-    return same_history(a.profile, b.profile, min(a_peak, b_peak) // max(1, a.bin_width))
+    return same_history(pa, pb, before_bin)
+
+
+def _tracks_at(a: RunSpikes, a_peak: int, b: RunSpikes, b_peak: int) -> bool:
+    """`b` was `a`'s state before their peaks (`one_state`)."""
+    before = min(a_peak, b_peak) // max(1, a.bin_width)
+    return one_state(a.windows.get(a_peak), a.profile, b.windows.get(b_peak), b.profile, before)
 
 
 def copies(runs: list[RunSpikes]) -> dict[str, str]:
@@ -275,10 +279,15 @@ def cross_features(
 
 def _tracks_me(loss: RunLoss, interval: float, at: list[tuple[int, int]], o: RunSpikes) -> bool:
     """Every matched peak of `o` is one this run was in the same state before."""
+    mine = loss.profile(o.bin_width)
     return all(
-        (w := o.windows.get(p)) is not None
-        and tracks(window(loss.steps, loss.values, s, interval), w)
-        and same_history(loss.profile(o.bin_width), o.profile, min(s, p) // o.bin_width)
+        one_state(
+            window(loss.steps, loss.values, s, interval),
+            mine,
+            o.windows.get(p),
+            o.profile,
+            min(s, p) // o.bin_width,
+        )
         for s, p in at
     )
 
@@ -410,7 +419,7 @@ def find(runs: list[RunSpikes]) -> list[Recurrence]:
     for step, run_id in points:
         if (step, run_id) in used:
             continue
-        group, repeats = _group(step, by_id[run_id], runs, used)
+        group, repeats = _group(step, by_id[run_id], by_id, used)
         if len(group) < 2:
             continue
         used |= {(s, r) for r, s in group} | {(s, r) for r, s, _ in repeats}
@@ -428,14 +437,13 @@ def find(runs: list[RunSpikes]) -> list[Recurrence]:
 
 
 def _group(
-    step: int, me: RunSpikes, runs: list[RunSpikes], used: set[tuple[int, str]]
+    step: int, me: RunSpikes, by_id: dict[str, RunSpikes], used: set[tuple[int, str]]
 ) -> tuple[list[tuple[str, int]], list[tuple[str, int, str]]]:
     """The runs spiking with `me` at `step`: counted (run, peak), and repeats (run, peak,
     the counted run it tracks before the peak)."""
     group = [(me.run_id, step)]
     repeats: list[tuple[str, int, str]] = []
-    by_id = {r.run_id: r for r in runs}
-    for other in runs:
+    for other in by_id.values():
         if other.run_id == me.run_id:
             continue
         near = [
