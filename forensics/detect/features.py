@@ -530,9 +530,10 @@ def _transient(inc: Incident, data: RunData, cfg: DetectConfig, absurd: float | 
     """How many bad values (non-finite loss or gradient norm, absurd gradient, a loss at
     the absurd level or more: _absurd_level) the incident is made of, when they are
     1 to transient_max within a short span and every other logged loss of the incident and
-    3 points on each side stays under the trend's spike band, back on the trend (or at the
-    level of the point before them) after: the values were corrupted, not the model, which
-    an applied NaN or absurd update would have carried into every later loss. 0 otherwise.
+    3 points on each side stays under the trend's spike band, back on the trend or under it
+    (or at the level of the point before them) after: the values were corrupted, not the
+    model, which an applied NaN or absurd update would have carried into every later loss.
+    0 otherwise.
     Bad values just past the incident's end belong to the same burst. Beside a bad value, a
     loss absurd_trend_ratio x the trend or more is one too: a writer that averages its
     logging window (the HF Trainer, Megatron) dilutes the next bad step into it. Only rises
@@ -569,7 +570,10 @@ def _calm_around(
     inc: Incident, st: np.ndarray, v: np.ndarray, first: int, last: int, cfg: DetectConfig
 ) -> bool:
     """The losses around and between a burst of bad values (given without them) stay under
-    the spike band and come back to the trend after it."""
+    the spike band and are back after it: on the trend or below it, or at the level of the
+    point before them. Only a rise is damage: a model an applied NaN or absurd update had
+    hurt would score higher, never lower, and a loss that stepped down there (an epoch
+    boundary, an LR milestone) was not moved by the bad values."""
     if not len(v) or not np.all(v > 0):
         return False
     r = np.log(v) - inc.trend.at(st)
@@ -579,10 +583,10 @@ def _calm_around(
     if not np.all(r < spike_band(inc.sigma, cfg)) or not len(after):
         return False
     level = float(np.median(after))
-    # back on the trend, or at the level of the point just before the bad values, where the
-    # trend lags a step in the curve (an epoch boundary, an LR milestone): they did not move
-    # the model
-    return abs(level) < thr or (len(before) > 0 and abs(level - float(before[-1])) < thr)
+    # back on the trend (or under it), or at the level of the point just before the bad
+    # values, where the trend lags a step in the curve (an epoch boundary, an LR milestone):
+    # they did not move the model
+    return level < thr or (len(before) > 0 and abs(level - float(before[-1])) < thr)
 
 
 def local_interval(steps: np.ndarray, onset: int, points: int = 10) -> float:

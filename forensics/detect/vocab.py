@@ -92,8 +92,9 @@ FEATURES: dict[str, str] = {
     "lower, or more; beside one of them, a loss "
     "absurd_trend_ratio x the trend or more) the incident and the 3 points past it hold "
     "when they are 1 to transient_max within a short span and every other logged loss "
-    "around and between them stays under the trend's spike band, back on the trend (or at "
-    "the level of the point before them) after (the values were corrupted, not the model), "
+    "around and between them stays under the trend's spike band, back on the trend or "
+    "under it (or at the level of the point before them) after (the values were "
+    "corrupted, not the model, which they would have left higher), "
     "else 0",
     "origin": "loss (a loss excursion) or events (non-finite values or scaler events only)",
     # gradient

@@ -189,6 +189,29 @@ def test_an_absurd_value_at_an_epoch_boundary_is_a_corrupted_value(tmp_path: Pat
     assert [(i["peak_step"], i["cause"]) for i in found] == [(1000, "hardware_fault")]
 
 
+def test_an_absurd_value_where_an_epoch_steps_the_loss_down_is_a_corrupted_value(
+    tmp_path: Path,
+) -> None:
+    """The same fault as the boundary itself: the point before it is at the old level, the
+    points after it 7% below the trend (epoch 2 starts at the bad step). An fp16 run, its
+    gradient norm inf there (the scaler skipped the step). A loss the bad value had damaged
+    would sit higher, not lower: the value was corrupted, not the model (third generator
+    seed 19400048, read as an fp16 overflow because the loss after was not back on trend)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder = tmp_path / "run"
+    rng = np.random.default_rng(5)
+    with SummaryWriter(str(folder)) as w:
+        for step in range(10, 1601, 10):
+            loss = 2.0 * (0.93 if step > 1000 else 1.0) * math.exp(rng.normal(0, 0.008))
+            w.add_scalar("train/loss", loss * (60 if step == 1000 else 1), step)
+            grad = math.inf if step == 1000 else 6.0 * math.exp(rng.normal(0, 0.05))
+            w.add_scalar("train/grad_norm", grad, step)
+    (folder / "config.json").write_text(json.dumps({"adam_beta2": 0.99, "fp16": True}))
+    found = stored_incidents(folder, tmp_path)
+    assert [(i["peak_step"], i["cause"]) for i in found] == [(1000, "hardware_fault")]
+
+
 def _degenerate_shard(step: int, loss: float) -> tuple[float, float]:
     """Sixteen batches of repeated tokens from 2000: the loss collapses to a quarter (the
     batches' own loss), then the model they trained is worse: +40% decaying to +8%."""
